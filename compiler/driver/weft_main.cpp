@@ -1,0 +1,35 @@
+// `weft`: the plan compiler's command line. It never links LibTorch, so CI of model repos
+// can run it anywhere.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <vector>
+
+#include "compiler/driver/commands.h"
+#include "compiler/source/version.h"
+
+namespace weft::driver {
+// Subcommand factories, one per *_command.cpp.
+}  // namespace weft::driver
+
+int main(int argc, char** argv) {
+  using namespace weft::driver;
+  CLI::App weft{"weft: compile and check parallelism plans for diffusion transformers"};
+  weft.set_version_flag("--version", std::string(weft::VersionLine()));
+  weft.require_subcommand(0, 1);
+
+  const std::vector<CommandFactory> factories = {};
+  std::vector<Command> commands;
+  for (CommandFactory make : factories) commands.push_back(make(weft));
+
+  try {
+    weft.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return weft.exit(e) == 0 ? 0 : 2;
+  }
+  for (Command& command : commands) {
+    if (command.app->parsed()) return command.run();
+  }
+  std::fputs(weft.help().c_str(), stdout);
+  return 0;
+}
