@@ -11,9 +11,11 @@ case "$cmd" in run|test|build) ;; *) echo "usage: tools/dev.sh run|test|build [a
 "$root/tools/setup.sh"
 build=${WEFT_BUILD_DIR:-$root/build}
 jobs=${WEFT_JOBS:-$(nproc)}
+# ccache hits across clones (CI builds a fresh clone each time) need relative paths.
+export CCACHE_BASEDIR="$root"
 prefix=$("$root/.venv/bin/python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
 if [[ ! -f "$build/CMakeCache.txt" ]]; then
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
         -DCMAKE_PREFIX_PATH="$prefix" -DWEFT_PYTHON="$root/.venv/bin/python" >&2
 fi
 cmake --build "$build" -j "$jobs" >&2
