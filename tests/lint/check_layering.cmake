@@ -1,4 +1,5 @@
 # cmake -DROOT=<repo> -P check_layering.cmake
+cmake_policy(SET CMP0007 NEW)
 # Fails when a source file includes something its layer may not depend on (style.md 4.5).
 # Each rule: folder | project include prefixes it may use | third-party includes it may use.
 
@@ -60,14 +61,15 @@ foreach(file IN LISTS _files)
         endif()
       endforeach()
       if(NOT _ok)
-        list(APPEND _violations "${file}: includes ${inc}; this layer may include only: ${_allowed}")
+        string(REPLACE ";" " " _allowed_text "${_allowed}")
+        list(APPEND _violations "${file}: includes ${inc}, but this layer may include only: ${_allowed_text}")
       endif()
     endif()
     foreach(family torch antlr4 re2)
       if(inc MATCHES "${_family_${family}}")
         list(FIND _families ${family} _found)
         if(_found EQUAL -1)
-          list(APPEND _violations "${file}: includes ${inc}; ${family} headers are not allowed in this layer")
+          list(APPEND _violations "${file}: includes ${inc}, but ${family} headers are not allowed in this layer")
         endif()
       endif()
     endforeach()
