@@ -22,6 +22,6 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/weftConfigVersion.cmake
 install(FILES ${PROJECT_BINARY_DIR}/weftConfig.cmake ${PROJECT_BINARY_DIR}/weftConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/weft)
 install(TARGETS weft RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-if(WEFT_HAVE_TORCH)
+if(TARGET weft-run)
   install(TARGETS weft-run RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
