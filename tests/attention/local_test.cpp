@@ -1,0 +1,199 @@
+// Single-process tests of the communication-free parts: local kernels with LSE, the online
+// merge (simulating R ranks' K/V blocks in every ring order), splits and head padding.
+
+#include "runtime/attention/local.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+namespace weft::runtime {
+namespace {
+
+// max |a - b| / max |b| (relative to the output scale, as the tolerance is stated).
+double RelErr(const at::Tensor& a, const at::Tensor& b) {
+  const double scale = b.to(at::kDouble).abs().max().item<double>();
+  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>() /
+         std::max(scale, 1e-30);
+}
+
+at::Tensor Rand(std::vector<int64_t> shape, at::ScalarType dtype = at::kFloat) {
+  return at::randn(shape, at::TensorOptions().dtype(at::kFloat)).to(dtype);
+}
+
+// Key-padding mask (B, S): batch b keeps its first S - pad[b] keys.
+at::Tensor PaddingMask(int64_t s, const std::vector<int64_t>& pad) {
+  at::Tensor m = at::ones({static_cast<int64_t>(pad.size()), s}, at::kBool);
+  for (size_t b = 0; b < pad.size(); ++b) m[b].narrow(0, s - pad[b], pad[b]).fill_(false);
+  return m;
+}
+
+TEST(LocalAttention, FusedCpuMatchesReferenceAndLseIsNaturalLog) {
+  at::manual_seed(1);
+  const at::Tensor q = Rand({2, 37, 6, 16}), k = Rand({2, 53, 6, 16}), v = Rand({2, 53, 6, 16});
+  for (bool masked : {false, true}) {
+    std::optional<at::Tensor> mask;
+    if (masked) mask = PaddingMask(53, {0, 20});
+    const AttentionOutput ref = ReferenceAttention(q, k, v, mask);
+    const AttentionOutput fused = LocalAttention(q, k, v, mask, {std::nullopt, LocalKernel::kFused});
+    const AttentionOutput math = LocalAttention(q, k, v, mask, {std::nullopt, LocalKernel::kMath});
+    ASSERT_EQ(fused.out.sizes(), q.sizes());
+    ASSERT_EQ(fused.lse.sizes(), (std::vector<int64_t>{2, 37, 6}));
+    EXPECT_EQ(fused.lse.scalar_type(), at::kFloat);
+    EXPECT_LE(RelErr(fused.out, ref.out), 1e-5);
+    EXPECT_LE(RelErr(math.out, ref.out), 1e-5);
+    // LSE: absolute, natural log (log(sum exp(q.k*scale))).
+    EXPECT_LE((fused.lse.to(at::kDouble) - ref.lse).abs().max().item<double>(), 1e-5);
+    EXPECT_LE((math.lse.to(at::kDouble) - ref.lse).abs().max().item<double>(), 1e-5);
+    LocalAttentionOptions no_lse{std::nullopt, LocalKernel::kNoLse, /*return_lse=*/false};
+    const AttentionOutput sdpa = LocalAttention(q, k, v, mask, no_lse);
+    EXPECT_FALSE(sdpa.lse.defined());
+    EXPECT_LE(RelErr(sdpa.out, ref.out), 1e-5);
+  }
+}
+
+TEST(LocalAttention, ScaleIsHonoured) {
+  at::manual_seed(2);
+  const at::Tensor q = Rand({1, 9, 2, 8}), k = Rand({1, 11, 2, 8}), v = Rand({1, 11, 2, 8});
+  const AttentionOutput ref = ReferenceAttention(q, k, v, std::nullopt, 0.7);
+  const AttentionOutput fused = LocalAttention(q, k, v, std::nullopt, {0.7, LocalKernel::kFused});
+  EXPECT_LE(RelErr(fused.out, ref.out), 1e-5);
+}
+
+TEST(LocalAttention, FullyMaskedRowsGiveZeroOutAndMinusInfLse) {
+  at::manual_seed(3);
+  const at::Tensor q = Rand({2, 5, 3, 8}), k = Rand({2, 7, 3, 8}), v = Rand({2, 7, 3, 8});
+  at::Tensor mask = at::ones({2, 7}, at::kBool);
+  mask[1].fill_(false);
+  for (LocalKernel kernel : {LocalKernel::kFused, LocalKernel::kMath}) {
+    const AttentionOutput r = LocalAttention(q, k, v, mask, {std::nullopt, kernel});
+    EXPECT_EQ(r.out[1].abs().max().item<float>(), 0.0f) << LocalKernelName(kernel);
+    EXPECT_TRUE(at::isneginf(r.lse[1]).all().item<bool>()) << LocalKernelName(kernel);
+    EXPECT_TRUE(at::isfinite(r.lse[0]).all().item<bool>());
+  }
+  const AttentionOutput sdpa =
+      LocalAttention(q, k, v, mask, {std::nullopt, LocalKernel::kNoLse, false});
+  EXPECT_FALSE(at::isnan(sdpa.out).any().item<bool>());
+  // A block with no keys at all (an uneven split can leave a rank empty).
+  const AttentionOutput none =
+      LocalAttention(q, k.narrow(1, 0, 0), v.narrow(1, 0, 0), std::nullopt, {});
+  EXPECT_EQ(none.out.abs().max().item<float>(), 0.0f);
+  EXPECT_TRUE(at::isneginf(none.lse).all().item<bool>());
+}
+
+TEST(LocalAttention, BadShapesAreClearErrors) {
+  const at::Tensor q = Rand({1, 5, 3, 8}), k = Rand({1, 7, 3, 8});
+  EXPECT_THROW(LocalAttention(q, k, Rand({1, 6, 3, 8}), std::nullopt), c10::Error);
+  EXPECT_THROW(LocalAttention(q, Rand({1, 7, 4, 8}), Rand({1, 7, 4, 8}), std::nullopt), c10::Error);
+  EXPECT_THROW(LocalAttention(q, k, k, at::ones({1, 6}, at::kBool)), c10::Error);
+  try {
+    LocalAttention(q, k, k, std::nullopt, {std::nullopt, LocalKernel::kNoLse, true});
+    FAIL() << "expected an error";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not return the log-sum-exp"), std::string::npos);
+  }
+}
+
+// Simulates a ring of R ranks in one process: K/V (and the mask) split with tensor_split's
+// rule, rank r visits blocks r, r+1, ... (mod R) and merges. Must equal full attention.
+void CheckSimulatedRing(at::ScalarType dtype, bool convert_to_fp32, double tol) {
+  at::manual_seed(4);
+  const int64_t b = 2, sq = 29, skv = 4089 % 97, h = 5, d = 12;  // skv = 15: uneven over 2..8
+  const at::Tensor q = Rand({b, sq, h, d}, dtype), k = Rand({b, skv, h, d}, dtype),
+                   v = Rand({b, skv, h, d}, dtype);
+  // Batch 1 pads its last 9 keys: with R >= 3 whole blocks are fully masked.
+  const at::Tensor mask = PaddingMask(skv, {0, 9});
+  for (bool masked : {false, true}) {
+    std::optional<at::Tensor> full_mask;
+    if (masked) full_mask = mask;
+    const AttentionOutput ref = ReferenceAttention(q, k, v, full_mask);
+    for (int64_t ranks : {1, 2, 3, 4, 6, 8}) {
+      for (int64_t r = 0; r < ranks; ++r) {
+        LseMerger merger(convert_to_fp32);
+        for (int64_t i = 0; i < ranks; ++i) {
+          const int64_t block = (r + i) % ranks;
+          std::optional<at::Tensor> block_mask;
+          if (masked) block_mask = SplitPiece(mask, 1, ranks, block);
+          const AttentionOutput part =
+              LocalAttention(q, SplitPiece(k, 1, ranks, block), SplitPiece(v, 1, ranks, block),
+                             block_mask);
+          merger.Add(part.out, part.lse);
+        }
+        const AttentionOutput got = merger.Finish(dtype);
+        ASSERT_FALSE(at::isnan(got.out).any().item<bool>()) << ranks << " " << r;
+        EXPECT_LE(RelErr(got.out, ref.out), tol)
+            << "ranks=" << ranks << " r=" << r << " masked=" << masked;
+        if (dtype == at::kFloat) {
+          EXPECT_LE((got.lse.to(at::kDouble) - ref.lse).abs().max().item<double>(), 1e-5);
+        }
+      }
+    }
+  }
+}
+
+TEST(LseMerger, SimulatedRingEqualsFullAttentionFp32) { CheckSimulatedRing(at::kFloat, true, 1e-5); }
+TEST(LseMerger, SimulatedRingEqualsFullAttentionBf16Fp32Merge) {
+  CheckSimulatedRing(at::kBFloat16, true, 2e-2);
+}
+TEST(LseMerger, SimulatedRingEqualsFullAttentionBf16Bf16Merge) {
+  CheckSimulatedRing(at::kBFloat16, false, 2e-2);
+}
+
+TEST(LseMerger, EmptyBlocksInAnyPositionNeverNaN) {
+  // Rows empty in the first block, the last block, and every block.
+  const double inf = std::numeric_limits<double>::infinity();
+  at::Tensor out_a = at::zeros({1, 3, 1, 2});
+  at::Tensor lse_a = at::tensor({-inf, 0.5, -inf}, at::kFloat).view({1, 3, 1});
+  at::Tensor out_b = at::ones({1, 3, 1, 2});
+  out_b[0][2].zero_();
+  at::Tensor lse_b = at::tensor({1.0, -inf, -inf}, at::kFloat).view({1, 3, 1});
+  LseMerger m(true);
+  m.Add(out_a, lse_a);
+  m.Add(out_b, lse_b);
+  const AttentionOutput r = m.Finish(at::kFloat);
+  EXPECT_FALSE(at::isnan(r.out).any().item<bool>());
+  EXPECT_FLOAT_EQ(r.out[0][0][0][0].item<float>(), 1.0f);  // only block b
+  EXPECT_FLOAT_EQ(r.out[0][1][0][0].item<float>(), 0.0f);  // only block a
+  EXPECT_FLOAT_EQ(r.out[0][2][0][0].item<float>(), 0.0f);  // nothing
+  EXPECT_FLOAT_EQ(r.lse[0][0][0].item<float>(), 1.0f);
+  EXPECT_FLOAT_EQ(r.lse[0][1][0].item<float>(), 0.5f);
+  EXPECT_TRUE(std::isinf(r.lse[0][2][0].item<float>()));
+  // The caller's tensors are not modified by the in-place merge.
+  EXPECT_EQ(out_a.abs().max().item<float>(), 0.0f);
+}
+
+TEST(Split, TensorSplitRuleAndJointStreams) {
+  EXPECT_EQ(SplitSizes(8, 4), (std::vector<int64_t>{2, 2, 2, 2}));
+  EXPECT_EQ(SplitSizes(9, 4), (std::vector<int64_t>{3, 2, 2, 2}));
+  EXPECT_EQ(SplitSizes(4089, 8), (std::vector<int64_t>{512, 511, 511, 511, 511, 511, 511, 511}));
+  EXPECT_EQ(SplitSizes(2, 3), (std::vector<int64_t>{1, 1, 0}));
+  const at::Tensor text = at::arange(5).view({1, 5}), image = at::arange(100, 111).view({1, 11});
+  // Rank 1 of 3: text rows [2, 4), image rows [4, 8).
+  const at::Tensor joint = SplitJoint({text, image}, 3, 1);
+  EXPECT_TRUE(at::equal(joint, at::tensor({2, 3, 104, 105, 106, 107}, at::kLong).view({1, 6})));
+}
+
+TEST(HeadPadding, PadsAtTheEndAndRejectsAWholeRankOfPadding) {
+  const HeadPadding p = PadHeads(30, 8, "ulysses");
+  EXPECT_EQ(p.pad, 2);
+  EXPECT_EQ(p.per_rank, 4);
+  EXPECT_EQ(PadHeads(24, 4, "u").pad, 0);
+  EXPECT_EQ(PadHeads(40, 6, "u").per_rank, 7);
+  const at::Tensor x = at::ones({1, 2, 30, 4});
+  const at::Tensor padded = PadHeadDim(x, p);
+  EXPECT_EQ(padded.size(2), 32);
+  EXPECT_EQ(padded.narrow(2, 30, 2).abs().max().item<float>(), 0.0f);
+  try {
+    PadHeads(30, 16, "UlyssesAttention on rank 3");
+    FAIL() << "expected an error";
+  } catch (const c10::Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("UlyssesAttention on rank 3"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("30 heads over ulysses degree 16"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+}  // namespace weft::runtime
