@@ -1,0 +1,157 @@
+#pragma once
+
+// The collectives boundary of weft: one DistContext per process, holding the TCPStore, one
+// c10d process group per mesh axis, and the call/byte counters. Code outside runtime/dist
+// sees only this header (plus world.h, mesh.h, counters.h); c10d stays inside.
+//
+// Threading: a DistContext is used from one thread. Every collective is blocking unless it
+// returns a handle (SendRecv). All ranks of a group must call the same collectives on that
+// group in the same order with matching shapes (as in c10d).
+//
+// Errors: every collective throws DistError (error.h) instead of hanging: when a peer has
+// exited (the backend notices the closed connection, usually at once) or after
+// DistOptions::timeout. The message names the rank, collective, axis, group ranks and
+// shapes. After such an error the context is unusable; let the process exit.
+//
+// Devices: CPU tensors go over Gloo. CUDA tensors go over NCCL when weft was built with
+// WEFT_WITH_CUDA and DistOptions::enable_nccl is set; otherwise they are an error.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "runtime/dist/counters.h"
+#include "runtime/dist/error.h"
+#include "runtime/dist/mesh.h"
+#include "runtime/dist/world.h"
+
+namespace weft::dist {
+
+struct DistOptions {
+  // Limit for the rendezvous (store connect, group creation) and for every collective.
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  // Also build an NCCL group per axis for CUDA tensors. Requires WEFT_WITH_CUDA builds;
+  // DistContext::Create throws DistError when set without it.
+  bool enable_nccl = false;
+};
+
+enum class ReduceKind { kSum, kMax, kMin };
+
+// Completion handle of a SendRecv batch. Move-only.
+class P2PHandle {
+ public:
+  P2PHandle();
+  P2PHandle(P2PHandle&&) noexcept;
+  P2PHandle& operator=(P2PHandle&&) noexcept;
+  P2PHandle(const P2PHandle&) = delete;
+  P2PHandle& operator=(const P2PHandle&) = delete;
+  // Waits (ignoring errors) if Wait() was not called.
+  ~P2PHandle();
+
+  // Blocks until every send of the batch has left and every recv buffer is filled (at most
+  // the context's timeout). Throws DistError naming the rank, axis, peer and shapes on
+  // failure or timeout. Idempotent: later calls return at once.
+  void Wait();
+  // True once Wait() has returned.
+  bool done() const;
+
+  struct State;  // internal
+
+ private:
+  friend class DistContext;
+  explicit P2PHandle(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+class DistContext {
+ public:
+  // Connects to (rank 0: serves) the TCPStore at world.master_addr:master_port and creates
+  // one process group for each axis of `mesh` that has size > 1 (groups of size 1 need
+  // none: their collectives are local copies), each over its own PrefixStore
+  // "weft/<axis>/<group index>/". Blocks until every rank has arrived or options.timeout.
+  // Throws DistError: invalid world or mesh (mesh.WorldSize() != world.world_size), port in
+  // use (rank 0), store unreachable, a peer missing.
+  static std::unique_ptr<DistContext> Create(const WorldConfig& world, const MeshShape& mesh,
+                                             const DistOptions& options = {});
+  ~DistContext();
+  DistContext(const DistContext&) = delete;
+  DistContext& operator=(const DistContext&) = delete;
+
+  int rank() const;
+  int world_size() const;
+  const WorldConfig& world() const;
+  const Mesh& mesh() const;
+  const DistOptions& options() const;
+  // This rank's index in its group on `axis` (see Mesh::AxisRank) and the group's size.
+  int AxisRank(Axis axis) const;
+  int AxisSize(Axis axis) const;
+  // Global ranks of this rank's group on `axis`, ordered by axis rank.
+  const std::vector<int>& GroupRanks(Axis axis) const;
+
+  // Concatenation along `dim` (negative allowed) of every group member's `input`, in axis
+  // rank order. All inputs must have the same shape and dtype. Returns a new tensor.
+  at::Tensor AllGather(Axis axis, const at::Tensor& input, int64_t dim);
+
+  // One integer per rank, in axis rank order (an all-gather of one int64; counted as
+  // kAllGatherSizes). Never cached: call it whenever sizes may have changed.
+  std::vector<int64_t> AllGatherSizes(Axis axis, int64_t value);
+
+  // As AllGather, but input.size(dim) may differ between ranks (0 allowed); all other dims
+  // must agree. Exchanges the sizes with AllGatherSizes first (not cached).
+  at::Tensor AllGatherUneven(Axis axis, const at::Tensor& input, int64_t dim);
+
+  // Splits `input` into AxisSize(axis) equal chunks along scatter_dim (size must divide:
+  // DistError otherwise), sends chunk j to axis rank j, and concatenates the received chunks
+  // along gather_dim in axis rank order. scatter_dim == gather_dim is allowed. E.g. Ulysses
+  // with q (B, S/U, H, D): AllToAll(kUlysses, q, /*scatter*/2, /*gather*/1) -> (B, S, H/U, D).
+  at::Tensor AllToAll(Axis axis, const at::Tensor& input, int64_t scatter_dim,
+                      int64_t gather_dim);
+
+  // all_to_all_single along dim 0. Both split lists empty: even split (input.size(0) must
+  // divide by the group size). Otherwise both must be given, have AxisSize(axis) entries
+  // each >= 0: in_splits[j] rows of `input` go to axis rank j (sum == input.size(0)), and
+  // out_splits[j] rows arrive from axis rank j (the caller knows them, e.g. from
+  // AllGatherSizes). Returns a tensor of sum(out_splits) rows.
+  at::Tensor AllToAllSingle(Axis axis, const at::Tensor& input,
+                            const std::vector<int64_t>& in_splits = {},
+                            const std::vector<int64_t>& out_splits = {});
+
+  // In-place all-reduce of `tensor` (must be contiguous) over the group.
+  void AllReduce(Axis axis, at::Tensor& tensor, ReduceKind kind = ReduceKind::kSum);
+
+  struct Send {
+    at::Tensor tensor;  // must stay alive and unmodified until Wait()
+    int dst;            // destination, as an axis rank
+  };
+  struct Recv {
+    at::Tensor buffer;  // preallocated with the exact shape/dtype sent; filled by Wait()
+    int src;            // source, as an axis rank
+  };
+  // Posts a batch of point-to-point sends and recvs on `axis` and returns at once, so the
+  // caller can compute while the data moves (ring rotation). Matching rule: the k-th send to
+  // peer p in this rank's i-th SendRecv call on this axis is matched with the k-th recv from
+  // this rank in p's i-th SendRecv call on this axis, so every rank that takes part in a
+  // rotation step calls SendRecv once per step (possibly with empty lists). Sending to self
+  // is not allowed. Counted as one kSendRecv call with the bytes of the sends.
+  P2PHandle SendRecv(Axis axis, std::vector<Send> sends, std::vector<Recv> recvs);
+
+  // Blocks until every member of the group has called Barrier(axis).
+  void Barrier(Axis axis);
+
+  // Counters of every collective issued through this context (see counters.h).
+  const CommCounters& counters() const;
+  CommCounters& counters();
+
+  struct Impl;  // internal
+
+ private:
+  explicit DistContext(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace weft::dist

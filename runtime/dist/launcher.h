@@ -1,0 +1,49 @@
+#pragma once
+
+#include <chrono>
+#include <iosfwd>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace weft::dist {
+
+// Spawns `nproc` local ranks of one command on loopback, like a minimal torchrun.
+struct LaunchOptions {
+  int nproc = 1;
+  std::vector<std::string> argv;  // program (absolute path or found on PATH) and arguments
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;            // 0: a free port (bind port 0)
+  // Intra-op threads per rank, exported as WEFT_THREADS and OMP_NUM_THREADS. 0: the
+  // launcher's own WEFT_THREADS if set, else max(1, cores / nproc).
+  int threads_per_rank = 0;
+  // Prefix every line a rank prints with "[rank k] " (stdout to out, stderr to err).
+  // Off: ranks inherit the launcher's stdout and stderr.
+  bool prefix_output = true;
+  // After a rank fails, the others get SIGTERM, then SIGKILL after this grace period.
+  std::chrono::milliseconds grace{std::chrono::seconds(3)};
+  // Extra environment for every rank, on top of the launcher's own.
+  std::vector<std::pair<std::string, std::string>> env;
+  std::ostream* out = nullptr;  // default std::cout
+  std::ostream* err = nullptr;  // default std::cerr (also gets the launcher's reports)
+};
+
+struct LaunchResult {
+  // 0 when every rank exited 0. Otherwise the first failing rank's exit code, or 128 + signal
+  // when it was killed by a signal; 128 + signal also when the launcher itself got
+  // SIGINT/SIGTERM (forwarded to every rank).
+  int exit_code = 0;
+  int failed_rank = -1;  // first rank that failed, -1 if none
+  // "rank 2 exited with code 7" / "rank 1 was killed by signal 9 (Killed)"; empty on success.
+  std::string failure;
+};
+
+// Sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, WEFT_THREADS
+// and OMP_NUM_THREADS for each rank, starts them, forwards SIGINT/SIGTERM received by this
+// process to every rank, and waits. When a rank exits non-zero or by a signal, reports it on
+// `err` ("weft-run: rank 2 exited with code 7; stopping 3 other ranks"), stops the rest
+// (SIGTERM, then SIGKILL after `grace`) and returns. Throws DistError if a rank cannot be
+// started (fork failure) or the options are invalid (nproc < 1, empty argv).
+LaunchResult Launch(const LaunchOptions& options);
+
+}  // namespace weft::dist

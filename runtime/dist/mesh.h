@@ -1,0 +1,87 @@
+#pragma once
+
+#include <array>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace weft::dist {
+
+// Mesh axes. kRing, kUlysses and kTp are the three base axes (any may have size 1).
+// kCp is the flattened context-parallel group (ring x ulysses, at equal tp coordinate);
+// kWorld is every rank.
+enum class Axis { kRing, kUlysses, kTp, kCp, kWorld };
+inline constexpr int kNumAxes = 5;
+inline constexpr std::array<Axis, kNumAxes> kAllAxes = {Axis::kRing, Axis::kUlysses, Axis::kTp,
+                                                       Axis::kCp, Axis::kWorld};
+
+// "ring", "ulysses", "tp", "cp", "world".
+const char* AxisName(Axis axis);
+
+// The shape of a device mesh: a degree per base axis and the order in which the axes are
+// laid over global ranks, outermost first. The innermost axis varies fastest: with the
+// default order {tp, ring, ulysses}, Ulysses groups are contiguous ranks, e.g. ring=2 x
+// ulysses=2 gives ulysses groups {0,1},{2,3} and ring groups {0,2},{1,3}.
+struct MeshShape {
+  int ring = 1;
+  int ulysses = 1;
+  int tp = 1;
+  std::array<Axis, 3> order = {Axis::kTp, Axis::kRing, Axis::kUlysses};
+
+  // Degree of an axis: base axes as stored, kCp = ring * ulysses, kWorld = ring*ulysses*tp.
+  int Size(Axis axis) const;
+  int WorldSize() const { return ring * ulysses * tp; }
+  // "ring=2,ulysses=2,tp=1" (order omitted when it is the default, else ",order=tp:ring:ulysses").
+  std::string ToString() const;
+};
+
+// Parses "ring=2,ulysses=2,tp=1" (keys in any order, each at most once, missing keys = 1;
+// an optional "order=tp:ring:ulysses" entry names the three base axes outermost first).
+// Throws DistError on an unknown key, a repeated key, a non-integer or < 1 degree, or an
+// order that is not a permutation of ring, ulysses, tp.
+MeshShape ParseMeshShape(std::string_view spec);
+// Parses an order alone: "tp,ring,ulysses" or "tp:ring:ulysses". Throws DistError.
+std::array<Axis, 3> ParseMeshOrder(std::string_view spec);
+
+// Pure rank arithmetic of a mesh over `world_size` ranks. No processes, no torch.
+class Mesh {
+ public:
+  // Throws DistError when a degree is < 1, the order is not a permutation of the three base
+  // axes, or shape.WorldSize() != world_size (message shows both numbers).
+  Mesh(const MeshShape& shape, int world_size);
+
+  const MeshShape& shape() const { return shape_; }
+  int world_size() const { return world_size_; }
+  int Size(Axis axis) const { return shape_.Size(axis); }
+
+  struct Coords {
+    int ring = 0;
+    int ulysses = 0;
+    int tp = 0;
+    bool operator==(const Coords& o) const {
+      return ring == o.ring && ulysses == o.ulysses && tp == o.tp;
+    }
+  };
+  // Coordinates of a global rank, and back. Precondition: 0 <= rank < world_size.
+  Coords CoordsOf(int rank) const;
+  int RankOf(const Coords& coords) const;
+
+  // A rank's index within its group on `axis`: its coordinate on a base axis;
+  // ring_coord * ulysses + ulysses_coord on kCp (ring-major, so CP rank = sequence chunk
+  // index in USP); the global rank on kWorld.
+  int AxisRank(int rank, Axis axis) const;
+  // Global ranks of the group on `axis` that contains `rank`, ordered by AxisRank.
+  std::vector<int> GroupRanks(int rank, Axis axis) const;
+  // Every group on `axis`, each ordered by AxisRank, groups sorted by their first rank.
+  // The groups partition the world.
+  std::vector<std::vector<int>> Groups(Axis axis) const;
+  // Index of `rank`'s group in Groups(axis).
+  int GroupIndex(int rank, Axis axis) const;
+
+ private:
+  int Stride(Axis base_axis) const;
+  MeshShape shape_;
+  int world_size_;
+};
+
+}  // namespace weft::dist

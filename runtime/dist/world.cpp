@@ -1,0 +1,133 @@
+#include "runtime/dist/world.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <ATen/Parallel.h>
+
+#include "runtime/dist/error.h"
+
+namespace weft::dist {
+namespace {
+
+// Parses a decimal integer in [lo, hi]; throws naming the variable.
+int ParseIntVar(const char* name, const char* value, long lo, long hi) {
+  std::string v = value;
+  bool digits = !v.empty() && v.size() <= 9 &&
+                std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits) {
+    throw DistError(std::string("environment variable ") + name + "=`" + v +
+                    "` is not a non-negative integer");
+  }
+  long n = std::strtol(v.c_str(), nullptr, 10);
+  if (n < lo || n > hi) {
+    throw DistError(std::string("environment variable ") + name + "=" + v + " is out of range " +
+                    std::to_string(lo) + ".." + std::to_string(hi));
+  }
+  return static_cast<int>(n);
+}
+
+const char* Required(const std::function<const char*(const char*)>& getenv, const char* name) {
+  const char* v = getenv(name);
+  if (v == nullptr || *v == '\0') {
+    throw DistError(std::string("environment variable ") + name +
+                    " is not set; a distributed rank needs RANK, WORLD_SIZE, MASTER_ADDR and "
+                    "MASTER_PORT (set by torchrun or `weft-run --nproc N`)");
+  }
+  return v;
+}
+
+}  // namespace
+
+void ValidateWorld(const WorldConfig& w) {
+  if (w.world_size < 1) {
+    throw DistError("WORLD_SIZE=" + std::to_string(w.world_size) + " must be >= 1");
+  }
+  if (w.rank < 0 || w.rank >= w.world_size) {
+    throw DistError("RANK=" + std::to_string(w.rank) + " must be < WORLD_SIZE=" +
+                    std::to_string(w.world_size));
+  }
+  if (w.local_world_size < 1 || w.local_world_size > w.world_size) {
+    throw DistError("LOCAL_WORLD_SIZE=" + std::to_string(w.local_world_size) +
+                    " must be in 1..WORLD_SIZE=" + std::to_string(w.world_size));
+  }
+  if (w.local_rank < 0 || w.local_rank >= w.local_world_size) {
+    throw DistError("LOCAL_RANK=" + std::to_string(w.local_rank) + " must be < LOCAL_WORLD_SIZE=" +
+                    std::to_string(w.local_world_size));
+  }
+  if (w.master_addr.empty()) throw DistError("MASTER_ADDR is empty");
+  if (w.master_port < 1 || w.master_port > 65535) {
+    throw DistError("MASTER_PORT=" + std::to_string(w.master_port) + " is out of range 1..65535");
+  }
+}
+
+WorldConfig WorldFromEnv(const std::function<const char*(const char*)>& getenv) {
+  WorldConfig w;
+  w.world_size = ParseIntVar("WORLD_SIZE", Required(getenv, "WORLD_SIZE"), 1, 1 << 20);
+  w.rank = ParseIntVar("RANK", Required(getenv, "RANK"), 0, 1 << 20);
+  w.master_addr = Required(getenv, "MASTER_ADDR");
+  w.master_port = ParseIntVar("MASTER_PORT", Required(getenv, "MASTER_PORT"), 1, 65535);
+  const char* lr = getenv("LOCAL_RANK");
+  const char* lws = getenv("LOCAL_WORLD_SIZE");
+  w.local_rank = (lr && *lr) ? ParseIntVar("LOCAL_RANK", lr, 0, 1 << 20) : w.rank;
+  w.local_world_size = (lws && *lws) ? ParseIntVar("LOCAL_WORLD_SIZE", lws, 1, 1 << 20) : w.world_size;
+  ValidateWorld(w);
+  return w;
+}
+
+WorldConfig WorldFromEnv() {
+  return WorldFromEnv([](const char* n) { return std::getenv(n); });
+}
+
+bool LaunchedAsRank(const std::function<const char*(const char*)>& getenv) {
+  return getenv("RANK") != nullptr || getenv("WORLD_SIZE") != nullptr;
+}
+
+bool LaunchedAsRank() {
+  return LaunchedAsRank([](const char* n) { return std::getenv(n); });
+}
+
+int DefaultThreadsPerRank(int local_world_size) {
+  if (const char* t = std::getenv("WEFT_THREADS"); t != nullptr && *t != '\0') {
+    return ParseIntVar("WEFT_THREADS", t, 1, 4096);
+  }
+  int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, cores / std::max(1, local_world_size));
+}
+
+void ConfigureIntraOpThreads(int local_world_size, int threads) {
+  at::set_num_threads(threads > 0 ? threads : DefaultThreadsPerRank(local_world_size));
+}
+
+int FindFreePort(const std::string& addr) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw DistError(std::string("socket(): ") + std::strerror(errno));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = 0;
+  if (::inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) != 1) {
+    ::close(fd);
+    throw DistError("cannot find a free port: `" + addr + "` is not an IPv4 address");
+  }
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    int e = errno;
+    ::close(fd);
+    throw DistError("cannot bind " + addr + ":0 to find a free port: " + std::strerror(e));
+  }
+  socklen_t len = sizeof sa;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  ::close(fd);
+  return ntohs(sa.sin_port);
+}
+
+}  // namespace weft::dist

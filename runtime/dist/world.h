@@ -1,0 +1,48 @@
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+namespace weft::dist {
+
+// Where this process sits in the job. Plain data: no sockets are opened by building one.
+struct WorldConfig {
+  int rank = 0;              // global rank, 0 <= rank < world_size
+  int world_size = 1;        // number of ranks in the job
+  int local_rank = 0;        // rank among the ranks of this host
+  int local_world_size = 1;  // ranks on this host (sizes the intra-op thread pool)
+  std::string master_addr = "127.0.0.1";  // host of the TCPStore server (rank 0 serves it)
+  int master_port = 0;       // its port, 1..65535
+};
+
+// Reads the torchrun / weft-run environment: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+// (required), LOCAL_RANK (default: RANK), LOCAL_WORLD_SIZE (default: WORLD_SIZE). Throws
+// DistError with a message naming the variable and its value when one is missing,
+// non-numeric, out of range (port outside 1..65535, RANK >= WORLD_SIZE, WORLD_SIZE < 1,
+// LOCAL_RANK >= LOCAL_WORLD_SIZE). `getenv` is injectable for tests.
+WorldConfig WorldFromEnv();
+WorldConfig WorldFromEnv(const std::function<const char*(const char*)>& getenv);
+
+// True when RANK or WORLD_SIZE is set: the process was started by a launcher (torchrun,
+// srun wrappers, weft-run --nproc) and should join as the given rank.
+bool LaunchedAsRank();
+bool LaunchedAsRank(const std::function<const char*(const char*)>& getenv);
+
+// Validates an explicit config with the same rules as WorldFromEnv; throws DistError.
+void ValidateWorld(const WorldConfig& world);
+
+// Intra-op threads for one rank: WEFT_THREADS if set (must be a positive integer, else
+// DistError), otherwise max(1, hardware cores / local_world_size), so that N local ranks
+// never oversubscribe the CPU.
+int DefaultThreadsPerRank(int local_world_size);
+
+// Applies DefaultThreadsPerRank(local_world_size) (or `threads` when > 0) to LibTorch's
+// intra-op pool (at::set_num_threads). Call once, early, before any tensor work.
+void ConfigureIntraOpThreads(int local_world_size, int threads = 0);
+
+// Binds 127.0.0.1 (or `addr`) port 0, reads the port the kernel chose and closes the socket.
+// Another process may take the port before it is used again; the window is small.
+int FindFreePort(const std::string& addr = "127.0.0.1");
+
+}  // namespace weft::dist
