@@ -1,0 +1,103 @@
+// Every committed graph in graphs/ reads cleanly, round-trips through the writer, and carries
+// what the compiler needs: attention sites with heads, traced workloads, the root's signature.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "compiler/model/graph.h"
+#include "compiler/model/graph_json.h"
+
+namespace weft::model {
+namespace {
+
+std::vector<std::string> GraphFiles() {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(WEFT_GRAPHS_DIR)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() > 11 && name.substr(name.size() - 11) == ".graph.json") files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+TEST(CommittedGraphsTest, ThereAreGraphs) { EXPECT_GE(GraphFiles().size(), 4u); }
+
+TEST(CommittedGraphsTest, EveryGraphReadsAndRoundTrips) {
+  for (const std::string& file : GraphFiles()) {
+    SCOPED_TRACE(file);
+    const GraphReadResult r = ReadGraphFile(file);
+    ASSERT_TRUE(r.errors.empty()) << FormatGraphError(file, r.errors.front());
+    const ModelGraph& g = *r.graph;
+    EXPECT_FALSE(g.attention_sites.empty());
+    EXPECT_GE(g.workloads.size(), 2u);
+    EXPECT_TRUE(g.ConfigValue("num_attention_heads").has_value());
+    ASSERT_NE(g.TypeOf(""), nullptr);
+    EXPECT_EQ(g.TypeOf("")->args.at(0).name, "hidden_states");
+    for (const AttentionSite& s : g.attention_sites) {
+      EXPECT_GT(s.heads, 0) << s.path;
+      EXPECT_GT(s.head_dim, 0) << s.path;
+    }
+    for (const Workload& w : g.workloads) {
+      ASSERT_NE(w.FindCalls(""), nullptr) << w.name;
+      EXPECT_FALSE(w.attention.empty()) << w.name;
+    }
+    const std::string written = WriteGraphJson(g);
+    const GraphReadResult again = ReadGraphJson(written);
+    ASSERT_TRUE(again.errors.empty()) << FormatGraphError(file + " (rewritten)", again.errors.front());
+    EXPECT_EQ(GraphHash(*again.graph), GraphHash(g));
+    EXPECT_EQ(WriteGraphJson(*again.graph), written);
+  }
+}
+
+// Spot checks against the published configs (shared/reference/model-configs.md).
+TEST(CommittedGraphsTest, FluxDevFacts) {
+  const GraphReadResult r = ReadGraphFile(std::string(WEFT_GRAPHS_DIR) + "/flux1-dev.graph.json");
+  ASSERT_TRUE(r.graph.has_value());
+  const ModelGraph& g = *r.graph;
+  EXPECT_EQ(g.class_name, "FluxTransformer2DModel");
+  EXPECT_EQ(g.FindModule("transformer_blocks")->children.size(), 19u);
+  EXPECT_EQ(g.FindModule("single_transformer_blocks")->children.size(), 38u);
+  EXPECT_EQ(g.attention_sites.size(), 57u);
+  const AttentionSite* joint = g.FindAttentionSite("transformer_blocks.7.attn");
+  ASSERT_NE(joint, nullptr);
+  EXPECT_EQ(joint->kind, AttentionKind::kJoint);
+  EXPECT_EQ(joint->heads, 24);
+  EXPECT_EQ(joint->head_dim, 128);
+  EXPECT_EQ(g.FindModule("single_transformer_blocks.37.proj_out")->FindAttr("tp_packed_row_blocks")->values,
+            (std::vector<int64_t>{3072, 12288}));
+  EXPECT_EQ(g.ConfigValue("mlp_hidden_dim"), 12288);
+  // About 11.9 B parameters in bf16.
+  EXPECT_GT(g.ParamBytes(), 23'000'000'000);
+  EXPECT_LT(g.ParamBytes(), 24'500'000'000);
+  const Workload* w = g.FindWorkload("1024x1024");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->FindCalls("")->calls.at(0).FindArg("hidden_states")->shape, (std::vector<int64_t>{1, 4096, 64}));
+  EXPECT_EQ(w->FindAttention("single_transformer_blocks.0.attn")->calls.at(0).q,
+            (std::vector<int64_t>{1, 4608, 24, 128}));
+  EXPECT_EQ(g.FindWorkload("1008x1008")->FindCalls("")->calls.at(0).FindArg("hidden_states")->shape,
+            (std::vector<int64_t>{1, 3969, 64}));
+}
+
+TEST(CommittedGraphsTest, WanCrossAttentionReadsReplicatedText) {
+  const GraphReadResult r = ReadGraphFile(std::string(WEFT_GRAPHS_DIR) + "/wan2.1-t2v-14b.graph.json");
+  ASSERT_TRUE(r.graph.has_value());
+  const ModelGraph& g = *r.graph;
+  const AttentionSite* attn2 = g.FindAttentionSite("blocks.39.attn2");
+  ASSERT_NE(attn2, nullptr);
+  EXPECT_EQ(attn2->kind, AttentionKind::kCross);
+  EXPECT_EQ(attn2->q_inputs, std::vector<std::string>{"hidden_states"});
+  EXPECT_EQ(attn2->kv_inputs, std::vector<std::string>{"encoder_hidden_states"});
+  EXPECT_EQ(attn2->heads, 40);
+  const Workload* w = g.FindWorkload("1280x720x81");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->FindAttention("blocks.0.attn1")->calls.at(0).q, (std::vector<int64_t>{1, 75600, 40, 128}));
+  EXPECT_EQ(w->FindAttention("blocks.0.attn2")->calls.at(0).k, (std::vector<int64_t>{1, 512, 40, 128}));
+  // The rope module's outputs are what the diffusers plan splits (rank 4, dim 1).
+  EXPECT_EQ(w->FindCalls("rope")->calls.at(0).outputs.at(0).shape, (std::vector<int64_t>{1, 75600, 1, 128}));
+}
+
+}  // namespace
+}  // namespace weft::model
