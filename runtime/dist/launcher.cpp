@@ -1,0 +1,251 @@
+#include "runtime/dist/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "runtime/dist/error.h"
+#include "runtime/dist/world.h"
+
+extern char** environ;
+
+namespace weft::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+volatile sig_atomic_t g_pending_signal = 0;
+
+void OnSignal(int sig) { g_pending_signal = sig; }
+
+struct Stream {
+  int fd = -1;
+  std::string partial;
+  std::ostream* sink = nullptr;
+};
+
+struct Rank {
+  pid_t pid = -1;
+  bool exited = false;
+  int status = 0;
+  Stream streams[2];
+};
+
+std::string DescribeStatus(int rank, int status) {
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    return "rank " + std::to_string(rank) + " was killed by signal " + std::to_string(sig) + " (" +
+           strsignal(sig) + ")";
+  }
+  return "rank " + std::to_string(rank) + " exited with code " + std::to_string(WEXITSTATUS(status));
+}
+
+bool Failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
+
+// Writes complete lines with the rank prefix; keeps the tail for later.
+void Emit(Stream& s, int rank, const char* data, size_t n, bool flush_tail) {
+  s.partial.append(data, n);
+  size_t start = 0;
+  while (true) {
+    size_t nl = s.partial.find('\n', start);
+    if (nl == std::string::npos) break;
+    (*s.sink) << "[rank " << rank << "] ";
+    s.sink->write(s.partial.data() + start, static_cast<std::streamsize>(nl + 1 - start));
+    start = nl + 1;
+  }
+  s.partial.erase(0, start);
+  if (flush_tail && !s.partial.empty()) {
+    (*s.sink) << "[rank " << rank << "] " << s.partial << "\n";
+    s.partial.clear();
+  }
+  s.sink->flush();
+}
+
+}  // namespace
+
+LaunchResult Launch(const LaunchOptions& opt) {
+  if (opt.nproc < 1) throw DistError("launcher: --nproc must be >= 1, got " + std::to_string(opt.nproc));
+  if (opt.argv.empty()) throw DistError("launcher: no command to run");
+  std::ostream& out = opt.out ? *opt.out : std::cout;
+  std::ostream& err = opt.err ? *opt.err : std::cerr;
+  const int port = opt.master_port > 0 ? opt.master_port : FindFreePort(opt.master_addr);
+  const int threads = opt.threads_per_rank > 0 ? opt.threads_per_rank : DefaultThreadsPerRank(opt.nproc);
+
+  // Environment of every rank: ours minus the keys we set, plus them.
+  std::set<std::string> ours = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                                "MASTER_PORT", "WEFT_THREADS", "OMP_NUM_THREADS"};
+  for (const auto& kv : opt.env) ours.insert(kv.first);
+  std::vector<std::string> base_env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry = *e;
+    if (ours.count(entry.substr(0, entry.find('='))) == 0) base_env.push_back(entry);
+  }
+  for (const auto& kv : opt.env) base_env.push_back(kv.first + "=" + kv.second);
+  base_env.push_back("WORLD_SIZE=" + std::to_string(opt.nproc));
+  base_env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(opt.nproc));
+  base_env.push_back("MASTER_ADDR=" + opt.master_addr);
+  base_env.push_back("MASTER_PORT=" + std::to_string(port));
+  base_env.push_back("WEFT_THREADS=" + std::to_string(threads));
+  base_env.push_back("OMP_NUM_THREADS=" + std::to_string(threads));
+
+  std::vector<char*> argv;
+  for (const std::string& a : opt.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+
+  struct sigaction sa {}, old_int {}, old_term {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  g_pending_signal = 0;
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+
+  out.flush();
+  err.flush();
+  std::vector<Rank> ranks(opt.nproc);
+  for (int r = 0; r < opt.nproc; ++r) {
+    std::vector<std::string> env = base_env;
+    env.push_back("RANK=" + std::to_string(r));
+    env.push_back("LOCAL_RANK=" + std::to_string(r));
+    std::vector<char*> envp;
+    for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    int pipes[2][2] = {{-1, -1}, {-1, -1}};
+    if (opt.prefix_output) {
+      for (auto& p : pipes) {
+        if (::pipe2(p, O_CLOEXEC) != 0) throw DistError(std::string("launcher: pipe: ") + std::strerror(errno));
+      }
+    }
+    pid_t pid = ::fork();
+    if (pid < 0) throw DistError(std::string("launcher: fork: ") + std::strerror(errno));
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      signal(SIGINT, SIG_DFL);
+      signal(SIGTERM, SIG_DFL);
+      if (opt.prefix_output) {
+        ::dup2(pipes[0][1], 1);
+        ::dup2(pipes[1][1], 2);
+      }
+      ::execvpe(argv[0], argv.data(), envp.data());
+      std::string msg = "weft-run: cannot start `" + opt.argv[0] + "`: " + std::strerror(errno) + "\n";
+      ssize_t ignored = ::write(2, msg.data(), msg.size());
+      (void)ignored;
+      ::_exit(127);
+    }
+    ranks[r].pid = pid;
+    if (opt.prefix_output) {
+      ::close(pipes[0][1]);
+      ::close(pipes[1][1]);
+      ranks[r].streams[0] = Stream{pipes[0][0], "", &out};
+      ranks[r].streams[1] = Stream{pipes[1][0], "", &err};
+    }
+  }
+
+  LaunchResult result;
+  int alive = opt.nproc;
+  bool stopping = false;
+  Clock::time_point kill_at = Clock::time_point::max();
+  auto stop_others = [&](int sig) {
+    for (Rank& rk : ranks) {
+      if (!rk.exited) ::kill(rk.pid, sig);
+    }
+  };
+  while (true) {
+    // Output first, so a failing rank's last words precede the report.
+    std::vector<pollfd> fds;
+    std::vector<std::pair<int, int>> who;
+    for (int r = 0; r < opt.nproc; ++r) {
+      for (int s = 0; s < 2; ++s) {
+        if (ranks[r].streams[s].fd >= 0) {
+          fds.push_back({ranks[r].streams[s].fd, POLLIN, 0});
+          who.emplace_back(r, s);
+        }
+      }
+    }
+    if (!fds.empty()) {
+      int n = ::poll(fds.data(), fds.size(), alive > 0 ? 20 : 200);
+      for (size_t i = 0; n > 0 && i < fds.size(); ++i) {
+        if (fds[i].revents == 0) continue;
+        Stream& st = ranks[who[i].first].streams[who[i].second];
+        char buf[65536];
+        ssize_t got = ::read(st.fd, buf, sizeof buf);
+        if (got > 0) {
+          Emit(st, who[i].first, buf, static_cast<size_t>(got), false);
+        } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+          Emit(st, who[i].first, "", 0, true);
+          ::close(st.fd);
+          st.fd = -1;
+        }
+      }
+      if (n == 0 && alive == 0) {
+        // Every rank is gone but something (a grandchild) keeps a pipe open: stop reading.
+        for (Rank& rk : ranks) {
+          for (Stream& st : rk.streams) {
+            if (st.fd >= 0) {
+              Emit(st, static_cast<int>(&rk - ranks.data()), "", 0, true);
+              ::close(st.fd);
+              st.fd = -1;
+            }
+          }
+        }
+      }
+    } else if (alive > 0) {
+      ::usleep(10000);
+    }
+    if (int sig = g_pending_signal; sig != 0) {
+      g_pending_signal = 0;
+      if (!stopping || result.exit_code == 0) {
+        err << "weft-run: got signal " << sig << " (" << strsignal(sig) << "); forwarding it to "
+            << alive << " rank" << (alive == 1 ? "" : "s") << std::endl;
+        result.exit_code = 128 + sig;
+        result.failure = std::string("interrupted by signal ") + std::to_string(sig);
+      }
+      stop_others(sig);
+      stopping = true;
+      kill_at = std::min(kill_at, Clock::now() + opt.grace);
+    }
+    for (int r = 0; r < opt.nproc; ++r) {
+      Rank& rk = ranks[r];
+      if (rk.exited) continue;
+      int status = 0;
+      if (::waitpid(rk.pid, &status, WNOHANG) != rk.pid) continue;
+      rk.exited = true;
+      rk.status = status;
+      --alive;
+      if (Failed(status) && !stopping) {
+        result.failed_rank = r;
+        result.failure = DescribeStatus(r, status);
+        result.exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+        err << "weft-run: " << result.failure;
+        if (alive > 0) err << "; stopping " << alive << " other rank" << (alive == 1 ? "" : "s");
+        err << std::endl;
+        stopping = true;
+        stop_others(SIGTERM);
+        kill_at = Clock::now() + opt.grace;
+      }
+    }
+    if (alive > 0 && Clock::now() >= kill_at) {
+      err << "weft-run: " << alive << " rank" << (alive == 1 ? "" : "s")
+          << " still running after the grace period; sending SIGKILL" << std::endl;
+      stop_others(SIGKILL);
+      kill_at = Clock::time_point::max();
+    }
+    bool open = false;
+    for (Rank& rk : ranks) open = open || rk.streams[0].fd >= 0 || rk.streams[1].fd >= 0;
+    if (alive == 0 && !open) break;
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  return result;
+}
+
+}  // namespace weft::dist
