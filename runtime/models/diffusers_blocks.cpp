@@ -1,0 +1,150 @@
+#include "runtime/models/diffusers_blocks.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <memory>
+
+namespace weft::models {
+
+using nn::Args;
+using nn::Call;
+using nn::Outputs;
+
+at::Tensor TimestepEmbeddingTable(const at::Tensor& timesteps, int64_t dim, bool flip_sin_to_cos,
+                                  double downscale_freq_shift, double scale, double max_period) {
+  TORCH_CHECK(timesteps.dim() == 1, "timesteps must be 1-D, got ", timesteps.sizes());
+  const int64_t half = dim / 2;
+  at::Tensor exponent = at::arange(0, half, at::TensorOptions().dtype(at::kFloat).device(timesteps.device())) *
+                        (-std::log(max_period));
+  exponent = exponent / (static_cast<double>(half) - downscale_freq_shift);
+  at::Tensor emb = timesteps.unsqueeze(1).to(at::kFloat) * at::exp(exponent).unsqueeze(0) * scale;
+  emb = flip_sin_to_cos ? at::cat({at::cos(emb), at::sin(emb)}, -1) : at::cat({at::sin(emb), at::cos(emb)}, -1);
+  if (dim % 2 == 1) emb = at::constant_pad_nd(emb, {0, 1, 0, 0});
+  return emb;
+}
+
+std::pair<at::Tensor, at::Tensor> RotaryTables(int64_t dim, const at::Tensor& positions, double theta) {
+  TORCH_CHECK(dim % 2 == 0, "rotary dim must be even, got ", dim);
+  auto f64 = at::TensorOptions().dtype(at::kDouble).device(positions.device());
+  at::Tensor freqs = 1.0 / at::pow(theta, at::arange(0, dim, 2, f64) / static_cast<double>(dim));
+  at::Tensor angles = at::outer(positions.to(at::kDouble), freqs);  // (S, dim/2)
+  return {at::cos(angles).repeat_interleave(2, 1).to(at::kFloat), at::sin(angles).repeat_interleave(2, 1).to(at::kFloat)};
+}
+
+at::Tensor ApplyRotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  at::Tensor c = cos.unsqueeze(0).unsqueeze(2);  // (1, S, 1, D)
+  at::Tensor s = sin.unsqueeze(0).unsqueeze(2);
+  std::vector<int64_t> pairs(x.sizes().begin(), x.sizes().end() - 1);
+  pairs.push_back(-1);
+  pairs.push_back(2);
+  at::Tensor halves = x.reshape(pairs);
+  at::Tensor real = halves.select(-1, 0);
+  at::Tensor imag = halves.select(-1, 1);
+  at::Tensor rotated = at::stack({-imag, real}, -1).flatten(3);
+  return (x.to(at::kFloat) * c + rotated.to(at::kFloat) * s).to(x.scalar_type());
+}
+
+Outputs Timesteps::Forward(Args& args) {
+  return {TimestepEmbeddingTable(args.Tensor("timesteps"), channels_, flip_, shift_)};
+}
+
+TimestepEmbedding::TimestepEmbedding(int64_t in_channels, int64_t time_embed_dim) : Module("TimestepEmbedding") {
+  AddChild("linear_1", std::make_unique<nn::Linear>(in_channels, time_embed_dim));
+  AddChild("act", std::make_unique<nn::SiLU>());
+  AddChild("linear_2", std::make_unique<nn::Linear>(time_embed_dim, time_embed_dim));
+}
+
+Outputs TimestepEmbedding::Forward(Args& args) {
+  at::Tensor h = Call(*Child("linear_1"), args.Tensor("sample"));
+  h = Call(*Child("act"), h);
+  return {Call(*Child("linear_2"), h)};
+}
+
+PixArtAlphaTextProjection::PixArtAlphaTextProjection(int64_t in_features, int64_t hidden_size, Activation act)
+    : Module("PixArtAlphaTextProjection") {
+  AddChild("linear_1", std::make_unique<nn::Linear>(in_features, hidden_size));
+  if (act == Activation::kSiLU) {
+    AddChild("act_1", std::make_unique<nn::SiLU>());
+  } else {
+    AddChild("act_1", std::make_unique<nn::GELUActivation>(/*approximate_tanh=*/true));
+  }
+  AddChild("linear_2", std::make_unique<nn::Linear>(hidden_size, hidden_size));
+}
+
+Outputs PixArtAlphaTextProjection::Forward(Args& args) {
+  at::Tensor h = Call(*Child("linear_1"), args.Tensor("caption"));
+  h = Call(*Child("act_1"), h);
+  return {Call(*Child("linear_2"), h)};
+}
+
+CombinedTimestepTextProjEmbeddings::CombinedTimestepTextProjEmbeddings(int64_t embedding_dim,
+                                                                       int64_t pooled_projection_dim,
+                                                                       bool with_guidance)
+    : Module(with_guidance ? "CombinedTimestepGuidanceTextProjEmbeddings" : "CombinedTimestepTextProjEmbeddings"),
+      guidance_(with_guidance) {
+  AddChild("time_proj", std::make_unique<Timesteps>(256, /*flip_sin_to_cos=*/true, /*shift=*/0.0));
+  AddChild("timestep_embedder", std::make_unique<TimestepEmbedding>(256, embedding_dim));
+  if (guidance_) AddChild("guidance_embedder", std::make_unique<TimestepEmbedding>(256, embedding_dim));
+  AddChild("text_embedder", std::make_unique<PixArtAlphaTextProjection>(
+                                pooled_projection_dim, embedding_dim, PixArtAlphaTextProjection::Activation::kSiLU));
+}
+
+std::vector<std::string> CombinedTimestepTextProjEmbeddings::Signature() const {
+  if (guidance_) return {"timestep", "guidance", "pooled_projection"};
+  return {"timestep", "pooled_projection"};
+}
+
+Outputs CombinedTimestepTextProjEmbeddings::Forward(Args& args) {
+  const at::Tensor& pooled = args.Tensor("pooled_projection");
+  auto embed = [&](const std::string& embedder, const at::Tensor& t) {
+    at::Tensor table = Call(*Child("time_proj"), t);
+    return Call(*Child(embedder), table.to(pooled.scalar_type()));
+  };
+  at::Tensor conditioning = embed("timestep_embedder", args.Tensor("timestep"));
+  if (guidance_) conditioning = conditioning + embed("guidance_embedder", args.Tensor("guidance"));
+  return {conditioning + Call(*Child("text_embedder"), pooled)};
+}
+
+AdaLayerNormZero::AdaLayerNormZero(int64_t dim) : Module("AdaLayerNormZero") {
+  AddChild("silu", std::make_unique<nn::SiLU>());
+  AddChild("linear", std::make_unique<nn::Linear>(dim, 6 * dim));
+  AddChild("norm", std::make_unique<nn::LayerNorm>(dim, 1e-6, /*elementwise_affine=*/false));
+}
+
+Outputs AdaLayerNormZero::Forward(Args& args) {
+  at::Tensor emb = Call(*Child("linear"), Call(*Child("silu"), args.Tensor("emb")));
+  std::vector<at::Tensor> c = emb.chunk(6, 1);  // shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp
+  at::Tensor x = Call(*Child("norm"), args.Tensor("x")) * (1 + c[1].unsqueeze(1)) + c[0].unsqueeze(1);
+  return {x, c[2], c[3], c[4], c[5]};
+}
+
+AdaLayerNormZeroSingle::AdaLayerNormZeroSingle(int64_t dim) : Module("AdaLayerNormZeroSingle") {
+  AddChild("silu", std::make_unique<nn::SiLU>());
+  AddChild("linear", std::make_unique<nn::Linear>(dim, 3 * dim));
+  AddChild("norm", std::make_unique<nn::LayerNorm>(dim, 1e-6, /*elementwise_affine=*/false));
+}
+
+Outputs AdaLayerNormZeroSingle::Forward(Args& args) {
+  at::Tensor emb = Call(*Child("linear"), Call(*Child("silu"), args.Tensor("emb")));
+  std::vector<at::Tensor> c = emb.chunk(3, 1);  // shift_msa, scale_msa, gate_msa
+  at::Tensor x = Call(*Child("norm"), args.Tensor("x")) * (1 + c[1].unsqueeze(1)) + c[0].unsqueeze(1);
+  return {x, c[2]};
+}
+
+AdaLayerNormContinuous::AdaLayerNormContinuous(int64_t dim, int64_t conditioning_dim, bool elementwise_affine,
+                                               double eps)
+    : Module("AdaLayerNormContinuous") {
+  AddChild("silu", std::make_unique<nn::SiLU>());
+  AddChild("linear", std::make_unique<nn::Linear>(conditioning_dim, 2 * dim));
+  AddChild("norm", std::make_unique<nn::LayerNorm>(dim, eps, elementwise_affine));
+}
+
+Outputs AdaLayerNormContinuous::Forward(Args& args) {
+  const at::Tensor& x = args.Tensor("x");
+  at::Tensor cond = Call(*Child("silu"), args.Tensor("conditioning_embedding")).to(x.scalar_type());
+  std::vector<at::Tensor> c = Call(*Child("linear"), cond).chunk(2, 1);  // scale, shift
+  return {Call(*Child("norm"), x) * (1 + c[0]).unsqueeze(1) + c[1].unsqueeze(1)};
+}
+
+}  // namespace weft::models

@@ -1,0 +1,267 @@
+#include "runtime/models/flux.h"
+
+#include <ATen/ATen.h>
+
+#include <stdexcept>
+
+#include "runtime/models/diffusers_blocks.h"
+
+namespace weft::models {
+
+using nn::Args;
+using nn::Call;
+using nn::Outputs;
+using nn::OutputTensor;
+
+namespace {
+
+// (B, S, H*D) -> (B, S, H, D) with D fixed: under tensor parallelism the width is a shard
+// and the head count follows from it.
+at::Tensor SplitHeads(const at::Tensor& x, int64_t head_dim) {
+  return x.unflatten(-1, {-1, head_dim});
+}
+
+at::Tensor Modulate(const at::Tensor& normed, const at::Tensor& scale, const at::Tensor& shift) {
+  return normed * (1 + scale.unsqueeze(1)) + shift.unsqueeze(1);
+}
+
+}  // namespace
+
+FluxAttention::FluxAttention(int64_t dim, int64_t heads, int64_t head_dim, bool joint, bool pre_only)
+    : AttentionModule("FluxAttention", heads, head_dim), joint_(joint), pre_only_(pre_only) {
+  const int64_t inner = heads * head_dim;
+  using Flavour = nn::RMSNorm::Flavour;
+  AddChild("norm_q", std::make_unique<nn::RMSNorm>(head_dim, 1e-6, true, Flavour::kTorch));
+  AddChild("norm_k", std::make_unique<nn::RMSNorm>(head_dim, 1e-6, true, Flavour::kTorch));
+  AddChild("to_q", std::make_unique<nn::Linear>(dim, inner));
+  AddChild("to_k", std::make_unique<nn::Linear>(dim, inner));
+  AddChild("to_v", std::make_unique<nn::Linear>(dim, inner));
+  if (!pre_only_) {
+    auto& to_out = AddChild("to_out", std::make_unique<nn::ModuleList>());
+    to_out.Append(std::make_unique<nn::Linear>(inner, dim));
+    to_out.Append(std::make_unique<nn::Dropout>());
+  }
+  if (joint_) {
+    AddChild("norm_added_q", std::make_unique<nn::RMSNorm>(head_dim, 1e-6, true, Flavour::kTorch));
+    AddChild("norm_added_k", std::make_unique<nn::RMSNorm>(head_dim, 1e-6, true, Flavour::kTorch));
+    AddChild("add_q_proj", std::make_unique<nn::Linear>(dim, inner));
+    AddChild("add_k_proj", std::make_unique<nn::Linear>(dim, inner));
+    AddChild("add_v_proj", std::make_unique<nn::Linear>(dim, inner));
+    AddChild("to_add_out", std::make_unique<nn::Linear>(inner, dim));
+  }
+}
+
+Outputs FluxAttention::Forward(Args& args) {
+  const at::Tensor& hidden = args.Tensor("hidden_states");
+  const int64_t d = head_dim();
+  at::Tensor q = Call(*Child("norm_q"), SplitHeads(Call(*Child("to_q"), hidden), d));
+  at::Tensor k = Call(*Child("norm_k"), SplitHeads(Call(*Child("to_k"), hidden), d));
+  at::Tensor v = SplitHeads(Call(*Child("to_v"), hidden), d);
+  std::optional<at::Tensor> encoder = args.OptionalTensor("encoder_hidden_states");
+  if (encoder && !joint_) throw std::invalid_argument("FluxAttention `" + fqn() + "` takes no encoder_hidden_states");
+  if (encoder) {
+    at::Tensor eq = Call(*Child("norm_added_q"), SplitHeads(Call(*Child("add_q_proj"), *encoder), d));
+    at::Tensor ek = Call(*Child("norm_added_k"), SplitHeads(Call(*Child("add_k_proj"), *encoder), d));
+    at::Tensor ev = SplitHeads(Call(*Child("add_v_proj"), *encoder), d);
+    q = at::cat({eq, q}, 1);
+    k = at::cat({ek, k}, 1);
+    v = at::cat({ev, v}, 1);
+  }
+  if (args.Has("image_rotary_emb") && !std::holds_alternative<std::monostate>(args.Get("image_rotary_emb"))) {
+    const std::vector<at::Tensor>& rope = args.Tuple("image_rotary_emb");
+    q = ApplyRotary(q, rope.at(0), rope.at(1));
+    k = ApplyRotary(k, rope.at(0), rope.at(1));
+  }
+  at::Tensor out = Attend(q, k, v, args.OptionalTensor("attention_mask")).flatten(2, 3).to(q.scalar_type());
+  if (!encoder) return {out};
+  const int64_t text = encoder->size(1);
+  at::Tensor encoder_out = out.narrow(1, 0, text);
+  at::Tensor image_out = out.narrow(1, text, out.size(1) - text);
+  auto& to_out = static_cast<nn::ModuleList&>(*Child("to_out"));
+  image_out = Call(to_out[1], Call(to_out[0], image_out.contiguous()));
+  encoder_out = Call(*Child("to_add_out"), encoder_out.contiguous());
+  return {image_out, encoder_out};
+}
+
+FluxTransformerBlock::FluxTransformerBlock(int64_t dim, int64_t heads, int64_t head_dim)
+    : Module("FluxTransformerBlock") {
+  AddChild("norm1", std::make_unique<AdaLayerNormZero>(dim));
+  AddChild("norm1_context", std::make_unique<AdaLayerNormZero>(dim));
+  AddChild("attn", std::make_unique<FluxAttention>(dim, heads, head_dim, /*joint=*/true, /*pre_only=*/false));
+  AddChild("norm2", std::make_unique<nn::LayerNorm>(dim, 1e-6, false));
+  AddChild("ff", std::make_unique<nn::FeedForward>(dim, dim, 4 * dim, /*approximate_tanh=*/true));
+  AddChild("norm2_context", std::make_unique<nn::LayerNorm>(dim, 1e-6, false));
+  AddChild("ff_context", std::make_unique<nn::FeedForward>(dim, dim, 4 * dim, /*approximate_tanh=*/true));
+}
+
+Outputs FluxTransformerBlock::Forward(Args& args) {
+  at::Tensor hidden = args.Tensor("hidden_states");
+  at::Tensor encoder = args.Tensor("encoder_hidden_states");
+  const at::Tensor& temb = args.Tensor("temb");
+  // (normed, gate_msa, shift_mlp, scale_mlp, gate_mlp)
+  Outputs n = Call(*Child("norm1"), Args().Set("x", hidden).Set("emb", temb));
+  Outputs c = Call(*Child("norm1_context"), Args().Set("x", encoder).Set("emb", temb));
+  Args attn_args;
+  attn_args.Set("hidden_states", n[0]).Set("encoder_hidden_states", c[0]);
+  if (args.Has("image_rotary_emb")) attn_args.Set("image_rotary_emb", args.Get("image_rotary_emb"));
+  Module& attn = *Child("attn");
+  Outputs attn_out = Call(attn, std::move(attn_args));
+  auto t = [&](const Outputs& o, size_t i, const Module& m) { return OutputTensor(o, i, m); };
+  const Module& norm1 = *Child("norm1");
+  const Module& norm1c = *Child("norm1_context");
+
+  hidden = hidden + t(n, 1, norm1).unsqueeze(1) * t(attn_out, 0, attn);
+  at::Tensor normed = Modulate(Call(*Child("norm2"), hidden), t(n, 3, norm1), t(n, 2, norm1));
+  hidden = hidden + t(n, 4, norm1).unsqueeze(1) * Call(*Child("ff"), normed);
+
+  encoder = encoder + t(c, 1, norm1c).unsqueeze(1) * t(attn_out, 1, attn);
+  at::Tensor normed_c = Modulate(Call(*Child("norm2_context"), encoder), t(c, 3, norm1c), t(c, 2, norm1c));
+  encoder = encoder + t(c, 4, norm1c).unsqueeze(1) * Call(*Child("ff_context"), normed_c);
+  if (encoder.scalar_type() == at::kHalf) encoder = encoder.clip(-65504, 65504);
+  return {encoder, hidden};
+}
+
+FluxSingleTransformerBlock::FluxSingleTransformerBlock(int64_t dim, int64_t heads, int64_t head_dim,
+                                                       int64_t mlp_hidden_dim)
+    : Module("FluxSingleTransformerBlock") {
+  AddChild("norm", std::make_unique<AdaLayerNormZeroSingle>(dim));
+  AddChild("proj_mlp", std::make_unique<nn::Linear>(dim, mlp_hidden_dim));
+  AddChild("act_mlp", std::make_unique<nn::GELUActivation>(/*approximate_tanh=*/true));
+  AddChild("proj_out", std::make_unique<nn::Linear>(dim + mlp_hidden_dim, dim));
+  AddChild("attn", std::make_unique<FluxAttention>(dim, heads, head_dim, /*joint=*/false, /*pre_only=*/true));
+}
+
+Outputs FluxSingleTransformerBlock::Forward(Args& args) {
+  const at::Tensor& encoder = args.Tensor("encoder_hidden_states");
+  const int64_t text = encoder.size(1);
+  at::Tensor hidden = at::cat({encoder, args.Tensor("hidden_states")}, 1);
+  const at::Tensor residual = hidden;
+  Outputs n = Call(*Child("norm"), Args().Set("x", hidden).Set("emb", args.Tensor("temb")));
+  const at::Tensor& normed = OutputTensor(n, 0, *Child("norm"));
+  at::Tensor mlp = Call(*Child("act_mlp"), Call(*Child("proj_mlp"), normed));
+  Args attn_args;
+  attn_args.Set("hidden_states", normed);
+  if (args.Has("image_rotary_emb")) attn_args.Set("image_rotary_emb", args.Get("image_rotary_emb"));
+  Module& attn = *Child("attn");
+  at::Tensor attn_out = OutputTensor(Call(attn, std::move(attn_args)), 0, attn);
+  hidden = at::cat({attn_out, mlp}, 2);
+  hidden = residual + OutputTensor(n, 1, *Child("norm")).unsqueeze(1) * Call(*Child("proj_out"), hidden);
+  if (hidden.scalar_type() == at::kHalf) hidden = hidden.clip(-65504, 65504);
+  return {hidden.narrow(1, 0, text), hidden.narrow(1, text, hidden.size(1) - text)};
+}
+
+Outputs FluxPosEmbed::Forward(Args& args) {
+  const at::Tensor& ids = args.Tensor("ids");
+  if (ids.dim() != 2 || ids.size(1) != static_cast<int64_t>(axes_dim_.size())) {
+    throw std::invalid_argument("FluxPosEmbed: ids must be (S, " + std::to_string(axes_dim_.size()) + "), got " +
+                                c10::str(ids.sizes()));
+  }
+  at::Tensor positions = ids.to(at::kFloat);
+  std::vector<at::Tensor> cos, sin;
+  for (size_t axis = 0; axis < axes_dim_.size(); ++axis) {
+    auto [c, s] = RotaryTables(axes_dim_[axis], positions.select(1, static_cast<int64_t>(axis)), theta_);
+    cos.push_back(c);
+    sin.push_back(s);
+  }
+  return {std::vector<at::Tensor>{at::cat(cos, -1), at::cat(sin, -1)}};
+}
+
+FluxTransformer2DModel::FluxTransformer2DModel(FluxConfig config)
+    : Module("FluxTransformer2DModel"), config_(std::move(config)) {
+  const FluxConfig& c = config_;
+  const int64_t inner = c.inner_dim();
+  int64_t rope_sum = 0;
+  for (int64_t d : c.axes_dims_rope) rope_sum += d;
+  if (rope_sum != c.attention_head_dim) {
+    throw std::invalid_argument("FluxConfig: axes_dims_rope sum to " + std::to_string(rope_sum) +
+                                " but attention_head_dim is " + std::to_string(c.attention_head_dim));
+  }
+  AddChild("pos_embed", std::make_unique<FluxPosEmbed>(10000.0, c.axes_dims_rope));
+  AddChild("time_text_embed",
+           std::make_unique<CombinedTimestepTextProjEmbeddings>(inner, c.pooled_projection_dim, c.guidance_embeds));
+  AddChild("context_embedder", std::make_unique<nn::Linear>(c.joint_attention_dim, inner));
+  AddChild("x_embedder", std::make_unique<nn::Linear>(c.in_channels, inner));
+  auto& blocks = AddChild("transformer_blocks", std::make_unique<nn::ModuleList>());
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    blocks.Append(std::make_unique<FluxTransformerBlock>(inner, c.num_attention_heads, c.attention_head_dim));
+  }
+  auto& singles = AddChild("single_transformer_blocks", std::make_unique<nn::ModuleList>());
+  for (int64_t i = 0; i < c.num_single_layers; ++i) {
+    singles.Append(std::make_unique<FluxSingleTransformerBlock>(inner, c.num_attention_heads, c.attention_head_dim,
+                                                                c.mlp_hidden_dim()));
+  }
+  AddChild("norm_out", std::make_unique<AdaLayerNormContinuous>(inner, inner, /*elementwise_affine=*/false, 1e-6));
+  const int64_t out_channels = c.out_channels > 0 ? c.out_channels : c.in_channels;
+  AddChild("proj_out", std::make_unique<nn::Linear>(inner, c.patch_size * c.patch_size * out_channels));
+}
+
+Outputs FluxTransformer2DModel::Forward(Args& args) {
+  at::Tensor hidden = Call(*Child("x_embedder"), args.Tensor("hidden_states"));
+  at::Tensor timestep = args.Tensor("timestep").to(hidden.scalar_type()) * 1000;
+  Args embed_args;
+  embed_args.Set("timestep", timestep).Set("pooled_projection", args.Tensor("pooled_projections"));
+  if (config_.guidance_embeds) {
+    std::optional<at::Tensor> guidance = args.OptionalTensor("guidance");
+    if (!guidance) throw std::invalid_argument("FluxTransformer2DModel: this config has guidance_embeds; pass `guidance`");
+    embed_args.Set("guidance", guidance->to(hidden.scalar_type()) * 1000);
+  }
+  at::Tensor temb = OutputTensor(Call(*Child("time_text_embed"), std::move(embed_args)), 0, *Child("time_text_embed"));
+  at::Tensor encoder = Call(*Child("context_embedder"), args.Tensor("encoder_hidden_states"));
+  at::Tensor txt_ids = args.Tensor("txt_ids");
+  at::Tensor img_ids = args.Tensor("img_ids");
+  if (txt_ids.dim() == 3) txt_ids = txt_ids[0];  // deprecated batched ids, as diffusers accepts
+  if (img_ids.dim() == 3) img_ids = img_ids[0];
+  nn::Value rope = Call(*Child("pos_embed"), nn::Args().Set("ids", at::cat({txt_ids, img_ids}, 0))).at(0);
+
+  auto run_blocks = [&](const std::string& list_name) {
+    auto& blocks = static_cast<nn::ModuleList&>(*Child(list_name));
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      Outputs out = Call(blocks[i], Args()
+                                        .Set("hidden_states", hidden)
+                                        .Set("encoder_hidden_states", encoder)
+                                        .Set("temb", temb)
+                                        .Set("image_rotary_emb", rope));
+      encoder = OutputTensor(out, 0, blocks[i]);
+      hidden = OutputTensor(out, 1, blocks[i]);
+    }
+  };
+  run_blocks("transformer_blocks");
+  run_blocks("single_transformer_blocks");
+  Module& norm_out = *Child("norm_out");
+  hidden = OutputTensor(Call(norm_out, Args().Set("x", hidden).Set("conditioning_embedding", temb)), 0, norm_out);
+  return {Call(*Child("proj_out"), hidden)};
+}
+
+FluxConfig FluxConfigByName(const std::string& name) {
+  FluxConfig c;
+  if (name == "dev" || name == "schnell") {
+    c.guidance_embeds = name == "dev";
+    return c;
+  }
+  if (name == "tiny") {
+    c.in_channels = 16;
+    c.num_layers = 2;
+    c.num_single_layers = 2;
+    c.attention_head_dim = 16;
+    c.num_attention_heads = 4;
+    c.joint_attention_dim = 32;
+    c.pooled_projection_dim = 24;
+    c.guidance_embeds = true;
+    c.axes_dims_rope = {4, 6, 6};
+    return c;
+  }
+  if (name == "small") {
+    c.num_layers = 2;
+    c.num_single_layers = 4;
+    c.attention_head_dim = 64;
+    c.num_attention_heads = 8;
+    c.joint_attention_dim = 256;
+    c.pooled_projection_dim = 128;
+    c.guidance_embeds = true;
+    c.axes_dims_rope = {8, 28, 28};
+    return c;
+  }
+  throw std::invalid_argument("unknown Flux config `" + name + "` (known: tiny, small, dev, schnell)");
+}
+
+}  // namespace weft::models

@@ -1,0 +1,93 @@
+#include "runtime/nn/layers.h"
+
+#include <ATen/ATen.h>
+
+#include <stdexcept>
+
+namespace weft::nn {
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool bias)
+    : Module("Linear"), in_features_(in_features), out_features_(out_features), has_bias_(bias) {
+  AddParameter("weight", {out_features, in_features});
+  if (bias) AddParameter("bias", {out_features});
+}
+
+Outputs Linear::Forward(Args& args) {
+  const at::Tensor& x = args.Tensor("input");
+  const at::Tensor& weight = Parameter("weight");
+  if (x.size(-1) != weight.size(1)) {
+    throw std::invalid_argument("Linear `" + fqn() + "`: input width " + std::to_string(x.size(-1)) +
+                                " but weight is [" + std::to_string(weight.size(0)) + ", " +
+                                std::to_string(weight.size(1)) + "]");
+  }
+  return {has_bias_ ? at::linear(x, weight, Parameter("bias")) : at::linear(x, weight)};
+}
+
+LayerNorm::LayerNorm(int64_t dim, double eps, bool elementwise_affine)
+    : Module("LayerNorm"), dim_(dim), eps_(eps), affine_(elementwise_affine) {
+  if (affine_) {
+    AddParameter("weight", {dim}).fill_(1.0);
+    AddParameter("bias", {dim});
+  }
+}
+
+Outputs LayerNorm::Forward(Args& args) {
+  const at::Tensor& x = args.Tensor("input");
+  if (affine_) return {at::layer_norm(x, {dim_}, Parameter("weight"), Parameter("bias"), eps_)};
+  return {at::layer_norm(x, {dim_}, {}, {}, eps_)};
+}
+
+RMSNorm::RMSNorm(int64_t dim, double eps, bool elementwise_affine, Flavour flavour)
+    : Module("RMSNorm"), dim_(dim), eps_(eps), affine_(elementwise_affine), flavour_(flavour) {
+  if (affine_) AddParameter("weight", {dim}).fill_(1.0);
+}
+
+Outputs RMSNorm::Forward(Args& args) {
+  if (flavour_ == Flavour::kTorch) {
+    const at::Tensor& x = args.Tensor("x");
+    return {affine_ ? at::rms_norm(x, {dim_}, Parameter("weight"), eps_) : at::rms_norm(x, {dim_}, {}, eps_)};
+  }
+  const at::Tensor& x = args.Tensor("hidden_states");
+  at::Tensor variance = x.to(at::kFloat).pow(2).mean(-1, /*keepdim=*/true);
+  at::Tensor y = x * at::rsqrt(variance + eps_);
+  if (!affine_) return {y.to(x.scalar_type())};
+  const at::Tensor& weight = Parameter("weight");
+  // As diffusers: half-precision weights cast the normalised value to their dtype first.
+  if (weight.scalar_type() == at::kHalf || weight.scalar_type() == at::kBFloat16) y = y.to(weight.scalar_type());
+  return {y * weight};
+}
+
+Outputs SiLU::Forward(Args& args) { return {at::silu(args.Tensor("input"))}; }
+
+Outputs GELUActivation::Forward(Args& args) { return {at::gelu(args.Tensor("input"), tanh_ ? "tanh" : "none")}; }
+
+Outputs ModuleList::Forward(Args&) {
+  throw std::logic_error("ModuleList `" + fqn() + "` cannot be called; call its entries");
+}
+
+GELU::GELU(int64_t dim_in, int64_t dim_out, bool approximate_tanh, bool bias)
+    : Module("GELU"), tanh_(approximate_tanh) {
+  AddChild("proj", std::make_unique<Linear>(dim_in, dim_out, bias));
+}
+
+Outputs GELU::Forward(Args& args) {
+  at::Tensor h = Call(*Child("proj"), args.Tensor("hidden_states"));
+  return {at::gelu(h, tanh_ ? "tanh" : "none")};
+}
+
+FeedForward::FeedForward(int64_t dim, int64_t dim_out, int64_t inner_dim, bool approximate_tanh)
+    : Module("FeedForward") {
+  auto& net = AddChild("net", std::make_unique<ModuleList>());
+  net.Append(std::make_unique<GELU>(dim, inner_dim, approximate_tanh));
+  net.Append(std::make_unique<Dropout>());
+  net.Append(std::make_unique<Linear>(inner_dim, dim_out));
+}
+
+Outputs FeedForward::Forward(Args& args) {
+  auto& net = static_cast<ModuleList&>(*Child("net"));
+  at::Tensor h = args.Tensor("hidden_states");
+  for (size_t i = 0; i < net.size(); ++i) h = Call(net[i], h);
+  return {h};
+}
+
+}  // namespace weft::nn

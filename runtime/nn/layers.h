@@ -1,0 +1,128 @@
+#pragma once
+
+// The leaf layers diffusers' DiTs are built from, with torch.nn's parameter names and math,
+// all called through nn::Call so plans can hook them.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/nn/module.h"
+
+namespace weft::nn {
+
+// torch.nn.Linear: y = x W^T + b; parameters `weight` (out, in) and `bias` (out).
+// Tensor parallelism replaces `weight`/`bias` by their shards; forward reads whatever is
+// there, and `bias_after_reduce` (rowwise TP) is added by the executor's hook instead.
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  std::vector<std::string> Signature() const override { return {"input"}; }
+  Outputs Forward(Args& args) override;
+  int64_t in_features() const { return in_features_; }
+  int64_t out_features() const { return out_features_; }
+  bool has_bias() const { return has_bias_; }
+
+ private:
+  int64_t in_features_;
+  int64_t out_features_;
+  bool has_bias_;
+};
+
+// torch.nn.LayerNorm over the last dim; `weight`/`bias` only when elementwise_affine.
+class LayerNorm : public Module {
+ public:
+  LayerNorm(int64_t dim, double eps, bool elementwise_affine);
+  std::vector<std::string> Signature() const override { return {"input"}; }
+  Outputs Forward(Args& args) override;
+
+ private:
+  int64_t dim_;
+  double eps_;
+  bool affine_;
+};
+
+// RMSNorm: x * rsqrt(mean(x^2) + eps), times `weight` when elementwise_affine. Two flavours
+// with the same class name: diffusers' own (argument `hidden_states`, variance in fp32) and
+// torch.nn.RMSNorm (argument `x`, at::rms_norm), which FluxAttention uses.
+class RMSNorm : public Module {
+ public:
+  enum class Flavour { kDiffusers, kTorch };
+  RMSNorm(int64_t dim, double eps, bool elementwise_affine, Flavour flavour = Flavour::kDiffusers);
+  std::vector<std::string> Signature() const override {
+    return {flavour_ == Flavour::kTorch ? "x" : "hidden_states"};
+  }
+  Outputs Forward(Args& args) override;
+
+ private:
+  int64_t dim_;
+  double eps_;
+  bool affine_;
+  Flavour flavour_;
+};
+
+// torch.nn.SiLU.
+class SiLU : public Module {
+ public:
+  SiLU() : Module("SiLU") {}
+  std::vector<std::string> Signature() const override { return {"input"}; }
+  Outputs Forward(Args& args) override;
+};
+
+// torch.nn.GELU (no parameters; tanh approximation when asked). Not diffusers' GELU below.
+class GELUActivation : public Module {
+ public:
+  explicit GELUActivation(bool approximate_tanh) : Module("GELU"), tanh_(approximate_tanh) {}
+  std::vector<std::string> Signature() const override { return {"input"}; }
+  Outputs Forward(Args& args) override;
+
+ private:
+  bool tanh_;
+};
+
+// torch.nn.Dropout at inference: the identity. Present so module paths match diffusers
+// (`ff.net.1`, `attn.to_out.1`).
+class Dropout : public Module {
+ public:
+  Dropout() : Module("Dropout") {}
+  std::vector<std::string> Signature() const override { return {"input"}; }
+  Outputs Forward(Args& args) override { return {args.Get("input")}; }
+};
+
+// torch.nn.ModuleList: children "0", "1", ...; never called itself.
+class ModuleList : public Module {
+ public:
+  ModuleList() : Module("ModuleList") {}
+  std::vector<std::string> Signature() const override { return {}; }
+  Outputs Forward(Args& args) override;
+  template <typename M>
+  M& Append(std::unique_ptr<M> module) {
+    return AddChild(std::to_string(children().size()), std::move(module));
+  }
+  size_t size() const { return children().size(); }
+  Module& operator[](size_t index) const { return *children().at(index).second; }
+};
+
+// diffusers.models.activations.GELU: a Linear `proj` followed by GELU (tanh approximation
+// when `approximate_tanh`).
+class GELU : public Module {
+ public:
+  GELU(int64_t dim_in, int64_t dim_out, bool approximate_tanh, bool bias = true);
+  std::vector<std::string> Signature() const override { return {"hidden_states"}; }
+  Outputs Forward(Args& args) override;
+
+ private:
+  bool tanh_;
+};
+
+// diffusers.models.attention.FeedForward with a GELU activation:
+// net = [GELU(dim, inner), Dropout, Linear(inner, dim_out)].
+class FeedForward : public Module {
+ public:
+  FeedForward(int64_t dim, int64_t dim_out, int64_t inner_dim, bool approximate_tanh);
+  std::vector<std::string> Signature() const override { return {"hidden_states"}; }
+  Outputs Forward(Args& args) override;
+};
+
+}  // namespace weft::nn

@@ -1,0 +1,139 @@
+#pragma once
+
+// The hook seam. LibTorch's C++ modules have no forward hooks, so weft defines its own small
+// module tree: model code calls every sub-module through `Call`, which passes *named*
+// arguments and runs the hooks installed on that module. The executor installs hooks that
+// split arguments (by name or tuple element), split outputs and gather outputs, exactly at the
+// module paths (fqns) a plan names; parameters are plain tensors that tensor parallelism can
+// replace by their shards.
+//
+//   nn::Outputs out = nn::Call(*block, nn::Args().Set("hidden_states", x).Set("temb", t));
+//
+// Hooks run in installation order before forward and in reverse order after it, so the first
+// installed hook is the outermost. All of this is single-threaded per rank.
+
+#include <ATen/core/Tensor.h>
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace weft::nn {
+
+// What flows through a module call: nothing (an omitted optional argument), a tensor, or a
+// tuple of tensors (e.g. Flux's `image_rotary_emb` = (cos, sin)).
+using Value = std::variant<std::monostate, at::Tensor, std::vector<at::Tensor>>;
+
+// Named arguments of one call, in the order they were set.
+class Args {
+ public:
+  Args& Set(const std::string& name, Value value);
+  bool Has(const std::string& name) const;
+  // The value of `name`; throws std::invalid_argument naming the argument if absent.
+  Value& Get(const std::string& name);
+  const Value& Get(const std::string& name) const;
+  // The tensor `name`; throws if absent or not a tensor.
+  const at::Tensor& Tensor(const std::string& name) const;
+  // The tensor `name`, or nullopt when absent or set to nothing.
+  std::optional<at::Tensor> OptionalTensor(const std::string& name) const;
+  // The tuple `name`; throws if absent or not a tuple.
+  const std::vector<at::Tensor>& Tuple(const std::string& name) const;
+  const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
+
+ private:
+  std::vector<std::pair<std::string, Value>> entries_;
+};
+
+// Positional outputs of a module call (diffusers' modules return a tensor or a tuple).
+using Outputs = std::vector<Value>;
+
+class Module;
+
+// A forward hook. `PreForward` may rewrite the arguments (split them); `PostForward` may
+// rewrite the outputs (split or gather them). Exceptions propagate out of `Call`.
+class Hook {
+ public:
+  virtual ~Hook() = default;
+  virtual void PreForward(Module& module, Args& args) { (void)module, (void)args; }
+  virtual void PostForward(Module& module, const Args& args, Outputs& outputs) {
+    (void)module, (void)args, (void)outputs;
+  }
+};
+
+// A node of the model tree: a type name (diffusers' class name), named children, named
+// parameters, and a forward over named arguments.
+class Module {
+ public:
+  explicit Module(std::string type) : type_(std::move(type)) {}
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // diffusers' class name, e.g. "FluxAttention".
+  const std::string& type() const { return type_; }
+  // The dotted path from the root ("" for the root), fixed when the tree is built.
+  const std::string& fqn() const { return fqn_; }
+
+  // Argument names of forward in positional order, as in diffusers' signature.
+  virtual std::vector<std::string> Signature() const = 0;
+  // Runs the module on `args`. Call it through nn::Call so hooks run.
+  virtual Outputs Forward(Args& args) = 0;
+
+  // Adds a child under `name` and returns it; its fqn (and its subtree's) is set here.
+  template <typename M>
+  M& AddChild(const std::string& name, std::unique_ptr<M> child) {
+    M& ref = *child;
+    AdoptChild(name, std::move(child));
+    return ref;
+  }
+  // The child called `name`, or nullptr.
+  Module* Child(const std::string& name) const;
+  const std::vector<std::pair<std::string, std::unique_ptr<Module>>>& children() const { return children_; }
+  // The module at `fqn` relative to this one ("" is this one), or nullptr.
+  Module* Find(const std::string& fqn);
+
+  // Registers a parameter (zero-initialised) and returns a reference to its tensor slot.
+  at::Tensor& AddParameter(const std::string& name, at::IntArrayRef shape);
+  // The parameter slot `name`; throws if absent.
+  at::Tensor& Parameter(const std::string& name);
+  const std::deque<std::pair<std::string, at::Tensor>>& parameters() const { return parameters_; }
+  // Every parameter of the subtree with its full fqn ("blocks.0.attn.to_q.weight"), in
+  // registration order, depth first.
+  std::vector<std::pair<std::string, at::Tensor*>> NamedParameters();
+
+  void AddHook(std::shared_ptr<Hook> hook) { hooks_.push_back(std::move(hook)); }
+  void ClearHooks() { hooks_.clear(); }
+  const std::vector<std::shared_ptr<Hook>>& hooks() const { return hooks_; }
+
+  // Visits every module of the subtree, this one first.
+  void Walk(const std::function<void(Module&)>& visit);
+
+ private:
+  void AdoptChild(const std::string& name, std::unique_ptr<Module> child);
+  void SetFqn(const std::string& fqn);
+
+  std::string type_;
+  std::string fqn_;
+  std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;
+  // A deque, so the slots that AddParameter returns stay valid as more are added.
+  std::deque<std::pair<std::string, at::Tensor>> parameters_;
+  std::vector<std::shared_ptr<Hook>> hooks_;
+};
+
+// Calls `module` with `args`: pre hooks, forward, post hooks. Checks that every argument
+// name is in the module's signature (a typo in model code is caught, not ignored).
+Outputs Call(Module& module, Args args);
+
+// Convenience for single-input, single-output modules (Linear, norms): calls with the first
+// signature argument set to `input` and returns output 0 as a tensor.
+at::Tensor Call(Module& module, const at::Tensor& input);
+
+// Output `index` of `outputs` as a tensor; throws naming the module if it is not one.
+const at::Tensor& OutputTensor(const Outputs& outputs, size_t index, const Module& module);
+
+}  // namespace weft::nn

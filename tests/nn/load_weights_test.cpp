@@ -1,0 +1,72 @@
+#include "runtime/nn/load_weights.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "runtime/io/safetensors.h"
+#include "runtime/nn/layers.h"
+
+namespace weft::nn {
+namespace {
+
+class Pair : public Module {
+ public:
+  Pair() : Module("Pair") {
+    AddChild("a", std::make_unique<Linear>(2, 3));
+    AddChild("b", std::make_unique<Linear>(3, 1, /*bias=*/false));
+  }
+  std::vector<std::string> Signature() const override { return {"x"}; }
+  Outputs Forward(Args& args) override { return {Call(*Child("b"), Call(*Child("a"), args.Tensor("x")))}; }
+};
+
+std::string Write(const std::string& name, const std::map<std::string, at::Tensor>& tensors) {
+  std::string path = ::testing::TempDir() + "/weft_lw_" + std::to_string(getpid()) + "_" + name;
+  io::WriteSafetensors(path, tensors);
+  return path;
+}
+
+TEST(LoadWeightsTest, LoadsAcrossShardsAndConvertsDtype) {
+  std::string p1 = Write("s1.safetensors", {{"a.weight", at::ones({3, 2}, at::kDouble)}, {"a.bias", at::zeros({3})}});
+  std::string p2 = Write("s2.safetensors", {{"b.weight", at::full({1, 3}, 2.0)}});
+  io::SafetensorsFile f1 = io::SafetensorsFile::Open(p1), f2 = io::SafetensorsFile::Open(p2);
+  Pair pair;
+  LoadWeights(pair, {&f1, &f2}, at::kFloat);
+  EXPECT_EQ(pair.Find("a")->Parameter("weight").scalar_type(), at::kFloat);
+  at::Tensor y = Call(pair, at::ones({1, 2}));
+  EXPECT_FLOAT_EQ(y.item<float>(), 12.0f);
+  std::remove(p1.c_str());
+  std::remove(p2.c_str());
+}
+
+TEST(LoadWeightsTest, NamesMissingUnexpectedAndMismatchedKeys) {
+  std::string p = Write("bad.safetensors",
+                        {{"a.weight", at::ones({2, 2})}, {"a.bias", at::zeros({3})}, {"c.weight", at::ones({1})}});
+  io::SafetensorsFile f = io::SafetensorsFile::Open(p);
+  Pair pair;
+  try {
+    LoadWeights(pair, {&f}, at::kFloat);
+    FAIL() << "expected WeightsError";
+  } catch (const WeightsError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "checkpoint does not match Pair:\n"
+              "  1 missing parameter(s):\n    b.weight [1, 3]\n"
+              "  1 shape mismatch(es):\n    a.weight: checkpoint [2, 2] (" + p + "), model [3, 2]\n"
+              "  1 unexpected key(s):\n    c.weight (in " + p + ")");
+  }
+  std::remove(p.c_str());
+}
+
+TEST(LoadWeightsTest, RandomizeIsSeeded) {
+  Pair a, b, c;
+  RandomizeParameters(a, 7);
+  RandomizeParameters(b, 7);
+  RandomizeParameters(c, 8);
+  EXPECT_TRUE(at::equal(a.Find("a")->Parameter("weight"), b.Find("a")->Parameter("weight")));
+  EXPECT_FALSE(at::equal(a.Find("a")->Parameter("weight"), c.Find("a")->Parameter("weight")));
+}
+
+}  // namespace
+}  // namespace weft::nn
