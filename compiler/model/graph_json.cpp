@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "compiler/model/path_pattern.h"
+#include "compiler/source/json_locator.h"
 #include "compiler/source/sha256.h"
 
 namespace weft::model {
@@ -19,120 +20,11 @@ namespace {
 using OJson = nlohmann::ordered_json;  // keeps argument order as written
 using Json = nlohmann::json;           // sorted keys: the canonical form
 
-// ---------------------------------------------------------------------------------------------
-// JSON pointers and their position in the text
+using source::JsonLineCol;
+using source::JsonLocator;
 
-std::string EscapePointerToken(std::string_view token) {
-  std::string out;
-  for (char c : token) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-std::string Child(const std::string& ptr, std::string_view key) {
-  return ptr + "/" + EscapePointerToken(key);
-}
-std::string Child(const std::string& ptr, size_t index) { return ptr + "/" + std::to_string(index); }
-
-void LineCol(std::string_view text, size_t offset, int& line, int& col) {
-  line = 1;
-  col = 1;
-  for (size_t i = 0; i < offset && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-}
-
-// Records the byte offset where each value starts, by JSON pointer. A small scanner of its own
-// because nlohmann's DOM does not keep positions. Only run when there are errors to locate.
-class PointerLocator {
- public:
-  explicit PointerLocator(std::string_view text) : text_(text) {
-    SkipWs();
-    Value("");
-  }
-  std::optional<size_t> Find(const std::string& ptr) const {
-    auto it = offsets_.find(ptr);
-    if (it == offsets_.end()) return std::nullopt;
-    return it->second;
-  }
-
- private:
-  void SkipWs() {
-    while (pos_ < text_.size() &&
-           (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\t' || text_[pos_] == '\r'))
-      ++pos_;
-  }
-  std::string String() {
-    std::string out;
-    ++pos_;  // opening quote
-    while (pos_ < text_.size() && text_[pos_] != '"') {
-      if (text_[pos_] == '\\' && pos_ + 1 < text_.size()) {
-        out += text_[pos_ + 1];  // good enough for keys: escapes are rare in graph keys
-        pos_ += 2;
-      } else {
-        out += text_[pos_++];
-      }
-    }
-    ++pos_;  // closing quote
-    return out;
-  }
-  void Value(const std::string& ptr) {
-    if (pos_ >= text_.size() || ++depth_ > 256) return;
-    offsets_.emplace(ptr, pos_);
-    const char c = text_[pos_];
-    if (c == '{') {
-      ++pos_;
-      SkipWs();
-      while (pos_ < text_.size() && text_[pos_] != '}') {
-        if (text_[pos_] != '"') return;
-        const std::string key = String();
-        SkipWs();
-        if (pos_ < text_.size() && text_[pos_] == ':') ++pos_;
-        SkipWs();
-        Value(Child(ptr, key));
-        SkipWs();
-        if (pos_ < text_.size() && text_[pos_] == ',') ++pos_;
-        SkipWs();
-      }
-      ++pos_;
-    } else if (c == '[') {
-      ++pos_;
-      SkipWs();
-      size_t i = 0;
-      while (pos_ < text_.size() && text_[pos_] != ']') {
-        Value(Child(ptr, i++));
-        SkipWs();
-        if (pos_ < text_.size() && text_[pos_] == ',') ++pos_;
-        SkipWs();
-      }
-      ++pos_;
-    } else if (c == '"') {
-      String();
-    } else {
-      while (pos_ < text_.size() && text_[pos_] != ',' && text_[pos_] != '}' && text_[pos_] != ']' &&
-             text_[pos_] != ' ' && text_[pos_] != '\n' && text_[pos_] != '\r' && text_[pos_] != '\t')
-        ++pos_;
-    }
-    --depth_;
-  }
-
-  std::string_view text_;
-  size_t pos_ = 0;
-  int depth_ = 0;
-  std::unordered_map<std::string, size_t> offsets_;
-};
+std::string Child(const std::string& ptr, std::string_view key) { return source::JsonPointerChild(ptr, key); }
+std::string Child(const std::string& ptr, size_t index) { return source::JsonPointerChild(ptr, index); }
 
 // ---------------------------------------------------------------------------------------------
 // Reading
@@ -785,7 +677,7 @@ GraphReadResult ReadGraphJson(std::string_view text, size_t max_errors) {
     std::string what = e.what();
     const size_t colon = what.find("]: ");
     err.message = "malformed JSON: " + (colon == std::string::npos ? what : what.substr(colon + 3));
-    LineCol(text, e.byte > 0 ? e.byte - 1 : 0, err.line, err.col);
+    JsonLineCol(text, e.byte > 0 ? e.byte - 1 : 0, err.line, err.col);
     result.errors.push_back(std::move(err));
     return result;
   }
@@ -844,10 +736,9 @@ GraphReadResult ReadGraphJson(std::string_view text, size_t max_errors) {
     for (std::string& problem : CheckGraph(g)) r.Error("", std::move(problem));
   }
   if (!result.errors.empty()) {
-    PointerLocator locator(text);
+    const JsonLocator locator(text);
     for (GraphError& e : result.errors) {
-      if (e.line != 0) continue;
-      if (auto offset = locator.Find(e.pointer)) LineCol(text, *offset, e.line, e.col);
+      if (e.line == 0) locator.LineCol(e.pointer, e.line, e.col);
     }
     return result;
   }

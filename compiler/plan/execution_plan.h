@@ -1,0 +1,252 @@
+#pragma once
+
+// ExecutionPlan: the plain-data contract between the compiler and the executor (design.md 3,
+// rule 4). Concrete per-module steps for one model graph, one mesh and one workload: no globs,
+// no AST, every size resolved to a number, every step carrying the origin (file:line:col) of
+// the plan rule that produced it, and a cost section. Serialised as versioned JSON with a
+// content hash (compiler/plan/plan_json.h); the format is documented in compiler/plan/README.md.
+//
+// Depends on nothing but the standard library, so the executor can include it freely.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace weft::plan {
+
+inline constexpr std::string_view kPlanFormat = "weft.plan/1";
+inline constexpr int kPlanVersion = 1;
+
+// Where a step came from: the plan rule's position (1-based; 0 = unknown). A step the compiler
+// derived without a rule (e.g. an attention site made context-parallel because its K/V are
+// split) has `derived` set and points at the rule that caused it when there is one.
+struct Origin {
+  std::string file;
+  int line = 0;
+  int col = 0;
+  bool derived = false;
+
+  bool Known() const { return line > 0; }
+  // "file:line:col", or "<derived>" when nothing is known.
+  std::string ToString() const;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Mesh and workload
+
+// Well-known axis names. A mesh may carry other axes (e.g. "fsdp"); the compiler gives them no
+// meaning. "cp" is not a mesh axis: it names the flattened ring x ulysses group (CP rank
+// k = ring_index * ulysses + ulysses_index), over which activations are split and gathered.
+inline constexpr std::string_view kRingAxis = "ring";
+inline constexpr std::string_view kUlyssesAxis = "ulysses";
+inline constexpr std::string_view kTpAxis = "tp";
+inline constexpr std::string_view kCpGroup = "cp";
+
+enum class RotateMethod : uint8_t {
+  kAllGather,  // every ring rank gathers all K/V once (diffusers' behaviour)
+  kP2p,        // K/V blocks rotate to the next rank each step; O(S/R) K/V per rank
+};
+std::string_view RotateMethodName(RotateMethod m);
+std::optional<RotateMethod> ParseRotateMethod(std::string_view name);  // also accepts "alltoall"
+
+struct MeshAxis {
+  std::string name;
+  int64_t size = 1;
+};
+
+struct Mesh {
+  std::vector<MeshAxis> axes;  // world order, outermost first (the innermost axis has
+                               // contiguous ranks; by default ulysses is innermost)
+  int64_t world_size = 1;      // == product of axis sizes
+  bool ulysses_anything = false;
+  bool ring_anything = false;
+  bool convert_to_fp32 = true;
+  RotateMethod rotate_method = RotateMethod::kAllGather;
+
+  // Size of `axis`, 1 when the mesh has no such axis.
+  int64_t Size(std::string_view axis) const;
+  int64_t Ring() const { return Size(kRingAxis); }
+  int64_t Ulysses() const { return Size(kUlyssesAxis); }
+  int64_t Tp() const { return Size(kTpAxis); }
+  int64_t Cp() const { return Ring() * Ulysses(); }
+  bool Uneven() const { return ulysses_anything || ring_anything; }
+  // "ring=2,ulysses=2,tp=1"
+  std::string ToString() const;
+};
+
+struct Workload {
+  std::string name;                                         // the graph's workload name
+  std::vector<std::pair<std::string, std::string>> params;  // name -> canonical JSON value
+};
+
+// ---------------------------------------------------------------------------------------------
+// Steps
+
+// Split one tensor along `dim` over the CP group; rank r keeps `sizes[r]` entries (contiguous,
+// in rank order). Even splits are `chunk`, uneven ones `tensor_split` (first ranks one more).
+struct Split {
+  enum class Target : uint8_t {
+    kArgument,  // a forward argument, before forward (by name; `element` picks a tuple element)
+    kOutput,    // output `output` of forward, after forward (diffusers' split_output)
+  };
+  Target target = Target::kArgument;
+  std::string argument;      // kArgument
+  int64_t element = -1;      // kArgument: tuple/list element, -1 = the argument itself
+  int64_t output = -1;       // kOutput
+  int64_t dim = 0;           // non-negative
+  int64_t rank = 0;          // the traced (and declared) tensor rank
+  bool optional = false;     // the argument may be absent or None at run time: then skip
+  int64_t global_size = 0;   // length of `dim` before the split
+  std::vector<int64_t> sizes;  // per CP rank; sums to global_size
+  bool uneven = false;       // sizes differ (only with an anything mode)
+  Origin origin;
+};
+std::string_view SplitTargetName(Split::Target t);
+
+// All-gather output `output` along `dim` over the CP group after forward; every rank ends with
+// the full tensor. `sizes` are the per-rank lengths being gathered.
+struct Gather {
+  int64_t output = 0;
+  int64_t dim = 0;
+  int64_t rank = 0;
+  int64_t global_size = 0;
+  std::vector<int64_t> sizes;
+  bool uneven = false;
+  Origin origin;
+};
+
+enum class AttentionMode : uint8_t {
+  kLocal,    // plain attention on the local Q and the (replicated) K/V; no collectives
+  kUlysses,  // all-to-all heads <-> sequence on the ulysses axis
+  kRing,     // K/V rotate (or are all-gathered) on the ring axis, LSE merge
+  kUsp,      // Ulysses on the ulysses axis, ring on the ring axis
+};
+std::string_view AttentionModeName(AttentionMode m);
+std::optional<AttentionMode> ParseAttentionMode(std::string_view name);
+
+struct Attention {
+  AttentionMode mode = AttentionMode::kLocal;
+  int64_t heads = 0;        // of the model
+  int64_t head_dim = 0;
+  int64_t local_heads = 0;  // heads / tp (what this rank's projections produce)
+  int64_t head_pad = 0;     // zero heads appended so (local_heads + head_pad) % ulysses == 0
+  int64_t ulysses = 1;
+  int64_t ring = 1;
+  bool uneven_sequence = false;  // per-rank sequence lengths differ
+  RotateMethod rotate_method = RotateMethod::kAllGather;  // ring / usp
+  bool convert_to_fp32 = true;                            // ring / usp: fp32 out/LSE merge
+  int64_t q_len = 0;        // global query length of one call (first traced call)
+  int64_t kv_len = 0;       // global key/value length of one call
+  Origin origin;
+};
+
+enum class ShardStyle : uint8_t {
+  kColwise,        // weight rows / bias sharded: output features split
+  kRowwise,        // weight columns sharded, bias replicated; output all-reduced
+  kReplicate,      // every rank holds the full parameter
+  kPackedColwise,  // colwise per block of a fused weight, block order kept
+  kPackedRowwise,  // rowwise per block of a fused weight
+};
+std::string_view ShardStyleName(ShardStyle s);
+std::optional<ShardStyle> ParseShardStyle(std::string_view name);
+
+// How one parameter of a TP-sharded module is laid out on each rank.
+struct ParamShard {
+  std::string name;                  // "weight", "bias"
+  int64_t dim = -1;                  // sharded dim, -1 = replicated
+  std::vector<int64_t> blocks;       // block sizes along `dim` (one block = plain style)
+  std::vector<int64_t> full_shape;
+  std::vector<int64_t> local_shape;  // per rank
+};
+
+struct TensorParallel {
+  ShardStyle style = ShardStyle::kReplicate;
+  std::vector<int64_t> blocks;     // resolved block sizes (packed styles), else one block
+  std::vector<ParamShard> params;
+  bool all_reduce_output = false;  // rowwise: sum partial outputs over the tp axis
+  Origin origin;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Cost
+
+enum class CollectiveOp : uint8_t { kAllToAll, kAllGather, kAllReduce, kSendRecv };
+std::string_view CollectiveOpName(CollectiveOp op);
+std::optional<CollectiveOp> ParseCollectiveOp(std::string_view name);
+
+// `count` collectives of one kind on one group, and the bytes one rank sends for all of them
+// (formulas: shared/reference/peers-and-limits.md (c); compiler/lower/cost.h).
+struct Collective {
+  CollectiveOp op = CollectiveOp::kAllGather;
+  std::string axis;  // "ring", "ulysses", "tp" or "cp"
+  int64_t count = 0;
+  int64_t bytes = 0;
+};
+
+// Cost of one call of a step's module (multiply by ModuleStep::calls for a forward).
+struct StepCost {
+  std::vector<Collective> collectives;
+  int64_t weight_bytes = 0;      // this module's own parameters, per rank after sharding
+  int64_t activation_bytes = 0;  // inputs + outputs of one call on one rank
+};
+
+struct AxisTraffic {
+  std::string axis;
+  int64_t collectives = 0;
+  int64_t bytes = 0;  // sent per rank per forward
+};
+
+struct PlanCost {
+  std::vector<AxisTraffic> per_axis;  // sorted by axis name; axes with no traffic left out
+  int64_t collectives = 0;            // per forward
+  int64_t bytes = 0;                  // per rank per forward, all axes
+  int64_t weight_bytes = 0;           // per rank: every parameter after sharding
+  int64_t activation_bytes = 0;       // per rank: the largest single call's inputs + outputs
+};
+
+// Everything the executor does at one module. Execution order at the module: split arguments,
+// forward (attention per `attention`, weights per `tp`), split outputs, gather outputs.
+struct ModuleStep {
+  std::string module;  // fqn, "" = the root
+  int64_t calls = 1;   // calls per forward (from the trace)
+  std::vector<Split> splits;
+  std::vector<Gather> gathers;
+  std::optional<Attention> attention;
+  std::optional<TensorParallel> tp;
+  StepCost cost;
+};
+
+struct ExecutionPlan {
+  int version = kPlanVersion;
+  std::string plan_name;    // `plan flux for ...`
+  std::string plan_file;    // the plan's source file as given to the compiler
+  std::string model_class;  // e.g. "FluxTransformer2DModel"
+  std::string graph_name;
+  std::string graph_hash;   // "sha256:..." (model::GraphHash); the executor compares it
+  Mesh mesh;
+  Workload workload;
+  std::vector<ModuleStep> steps;  // in the graph's module order; each module at most once
+  PlanCost cost;
+
+  const ModuleStep* FindStep(std::string_view module) const;
+};
+
+// The even/uneven split of `length` over `parts` ranks: chunk semantics when `length` divides
+// (all equal), tensor_split semantics otherwise (the first length % parts ranks get one more).
+std::vector<int64_t> SplitSizes(int64_t length, int64_t parts);
+
+// Recomputes `plan.cost` from the steps' costs: per-axis bytes and collectives are summed over
+// steps times their `calls`; weight bytes are the steps' weight bytes plus
+// `extra_weight_bytes` (parameters of modules without a step, replicated on every rank); the
+// activation figure is the largest single call's.
+void SummarizeCost(ExecutionPlan& plan, int64_t extra_weight_bytes);
+
+// Structural invariants a reader checks and a writer may assert: version, world size equals
+// the product of axes, split sizes sum to the global size and have one entry per CP rank,
+// unique step modules, non-negative dims below the rank. One message per problem.
+std::vector<std::string> CheckPlan(const ExecutionPlan& plan);
+
+}  // namespace weft::plan
