@@ -1,0 +1,131 @@
+#include "compiler/lower/cost.h"
+
+namespace weft::lower {
+namespace {
+
+__extension__ typedef __int128 Wide;  // products like 4*B*S*d*b*(U-1) may pass 2^63 for long videos
+
+// round(num / den) for non-negative num, positive den.
+int64_t DivRound(Wide num, Wide den) {
+  if (den <= 0 || num <= 0) return 0;
+  return static_cast<int64_t>((num + den / 2) / den);
+}
+
+}  // namespace
+
+int64_t Numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int64_t UlyssesBytes(int64_t batch, int64_t seq, int64_t width, int64_t elem_bytes, int64_t ulysses) {
+  if (ulysses <= 1) return 0;
+  const Wide num = Wide{4} * batch * seq * width * elem_bytes * (ulysses - 1);
+  return DivRound(num, Wide{ulysses} * ulysses);
+}
+
+int64_t RingBytes(int64_t batch, int64_t seq, int64_t width, int64_t elem_bytes, int64_t ring) {
+  if (ring <= 1) return 0;
+  const Wide num = Wide{2} * batch * seq * width * elem_bytes * (ring - 1);
+  return DivRound(num, ring);
+}
+
+int64_t TpAllReduceBytes(int64_t batch, int64_t seq, int64_t width, int64_t elem_bytes, int64_t tp) {
+  if (tp <= 1) return 0;
+  const Wide num = Wide{2} * batch * seq * width * elem_bytes * (tp - 1);
+  return DivRound(num, tp);
+}
+
+int64_t AllGatherBytes(int64_t total_bytes, int64_t ranks) {
+  if (ranks <= 1) return 0;
+  return DivRound(Wide{total_bytes} * (ranks - 1), ranks);
+}
+
+int64_t HeadPad(int64_t heads, int64_t ulysses) {
+  if (ulysses <= 1 || heads % ulysses == 0) return 0;
+  return ulysses - heads % ulysses;
+}
+
+plan::AttentionMode ModeFor(int64_t ulysses, int64_t ring) {
+  if (ulysses > 1 && ring > 1) return plan::AttentionMode::kUsp;
+  if (ulysses > 1) return plan::AttentionMode::kUlysses;
+  if (ring > 1) return plan::AttentionMode::kRing;
+  return plan::AttentionMode::kLocal;
+}
+
+std::vector<plan::Collective> AttentionCollectives(const AttentionCommInput& in) {
+  std::vector<plan::Collective> out;
+  const int64_t U = in.ulysses < 1 ? 1 : in.ulysses;
+  const int64_t R = in.ring < 1 ? 1 : in.ring;
+  const int64_t heads = in.heads + (in.uneven_heads ? HeadPad(in.heads, U) : 0);
+  const Wide width = Wide{heads} * in.head_dim;
+  if (U > 1) {
+    // q and out carry Sq tokens, k and v carry Skv; a ring behind the exchange divides by R.
+    const Wide num = (Wide{2} * in.q_len + Wide{2} * in.kv_len) * in.batch * width * in.elem_bytes * (U - 1);
+    out.push_back({plan::CollectiveOp::kAllToAll, std::string(plan::kUlyssesAxis), 4,
+                   DivRound(num, Wide{U} * U * R)});
+  }
+  if (R > 1) {
+    const Wide num = Wide{2} * in.batch * in.kv_len * width * in.elem_bytes * (R - 1);
+    const int64_t bytes = DivRound(num, Wide{R} * U);
+    if (in.rotate_method == plan::RotateMethod::kP2p) {
+      out.push_back({plan::CollectiveOp::kSendRecv, std::string(plan::kRingAxis), R - 1, bytes});
+    } else {
+      out.push_back({plan::CollectiveOp::kAllGather, std::string(plan::kRingAxis), 1, bytes});
+    }
+  }
+  return out;
+}
+
+int64_t RingKvBufferBytes(const AttentionCommInput& in) {
+  const int64_t U = in.ulysses < 1 ? 1 : in.ulysses;
+  const int64_t R = in.ring < 1 ? 1 : in.ring;
+  if (R <= 1) return 0;
+  const int64_t heads = in.heads + (in.uneven_heads ? HeadPad(in.heads, U) : 0);
+  // After the Ulysses exchange a rank holds heads/U heads over U times its tokens: the K/V
+  // width per rank is (heads/U)*D and the ring group's total K/V length is kv_len / 1.
+  const Wide width = Wide{heads} * in.head_dim;
+  const Wide full = Wide{2} * in.batch * in.kv_len * width * in.elem_bytes;  // K and V, all tokens, all heads
+  if (in.rotate_method == plan::RotateMethod::kP2p) {
+    return DivRound(full * 2, Wide{R} * U);  // current + incoming block of this rank's heads
+  }
+  return DivRound(full, U);  // every K/V block of this rank's heads
+}
+
+plan::ParamShard ShardParam(const std::string& name, const std::vector<int64_t>& full_shape,
+                            plan::ShardStyle style, const std::vector<int64_t>& blocks, int64_t tp) {
+  plan::ParamShard p;
+  p.name = name;
+  p.full_shape = full_shape;
+  p.local_shape = full_shape;
+  if (tp < 1) tp = 1;
+  int64_t dim = -1;
+  const bool is_bias = full_shape.size() == 1;
+  switch (style) {
+    case plan::ShardStyle::kReplicate:
+      break;
+    case plan::ShardStyle::kColwise:
+    case plan::ShardStyle::kPackedColwise:
+      dim = 0;
+      break;
+    case plan::ShardStyle::kRowwise:
+    case plan::ShardStyle::kPackedRowwise:
+      dim = is_bias ? -1 : 1;  // the bias is added once, after the all-reduce
+      break;
+  }
+  if (dim < 0 || dim >= static_cast<int64_t>(full_shape.size())) {
+    p.dim = -1;
+    return p;
+  }
+  p.dim = dim;
+  const int64_t extent = full_shape[static_cast<size_t>(dim)];
+  const bool packed = style == plan::ShardStyle::kPackedColwise || style == plan::ShardStyle::kPackedRowwise;
+  p.blocks = packed && !blocks.empty() ? blocks : std::vector<int64_t>{extent};
+  int64_t local = 0;
+  for (int64_t b : p.blocks) local += b / tp;
+  p.local_shape[static_cast<size_t>(dim)] = local;
+  return p;
+}
+
+}  // namespace weft::lower
