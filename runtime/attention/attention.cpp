@@ -57,6 +57,22 @@ int64_t OptionBits(const CpAttentionOptions& o) {
          (o.scale ? 1 : 0) << 6;
 }
 
+// A field of the shape record as a reader wants it.
+std::string FieldText(int field, int64_t value) {
+  std::ostringstream s;
+  if (field == 5) {
+    s << c10::toString(static_cast<at::ScalarType>(value));
+  } else if (field == 7) {
+    s << "{kernel " << LocalKernelName(static_cast<LocalKernel>(value & 7)) << ", rotate "
+      << RingRotateName(static_cast<RingRotate>(value >> 3 & 1)) << ", convert_to_fp32 "
+      << (value >> 4 & 1) << ", return_lse " << (value >> 5 & 1) << ", scale "
+      << ((value >> 6 & 1) ? "given" : "default") << "}";
+  } else {
+    s << value;
+  }
+  return s.str();
+}
+
 // What the shape record tells every rank: the lengths of every rank of the group (in axis
 // rank order) and whether any mask has a false entry.
 struct Lengths {
@@ -89,8 +105,8 @@ Lengths ExchangeShapes(DistContext& ctx, Axis axis, const std::string& where, co
       if (a[j][field] == a[0][field]) continue;
       std::ostringstream s;
       s << where << ": ranks disagree on the " << kNames[field] << ": " << dist::AxisName(axis)
-        << " rank 0 has " << a[0][field] << ", " << dist::AxisName(axis) << " rank " << j
-        << " has " << a[j][field] << " (every rank's (B, Sq, Skv, H, D):";
+        << " rank 0 has " << FieldText(field, a[0][field]) << ", " << dist::AxisName(axis)
+        << " rank " << j << " has " << FieldText(field, a[j][field]) << " (every rank's (B, Sq, Skv, H, D):";
       for (int i = 0; i < n; ++i) {
         s << " [" << a[i][0] << ", " << a[i][1] << ", " << a[i][2] << ", " << a[i][3] << ", "
           << a[i][4] << "]";
