@@ -21,7 +21,8 @@
 //   from ctx.rank(). A warning is printed when the parent already has threads.
 // - Each child redirects stdout/stderr to a temp file, sets intra-op threads to
 //   max(1, cores / world_size), creates the DistContext, runs the body, then (by default)
-//   a world barrier so that no rank exits while a peer still needs it, and leaves with
+//   a world barrier so that no rank exits while a peer still needs it (skipped after the
+//   body threw), and leaves with
 //   _exit: 0 = passed; 1 = a gtest assertion failed inside the body; 2 = DistContext::Create
 //   threw; 3 = the body threw (the exception is printed); 4 = the final barrier failed.
 //   A body may end its rank on purpose with std::_Exit(code) (e.g. to test peer failure).
@@ -48,7 +49,7 @@ struct MultiRankOptions {
   // After the first rank fails, the others get this long to notice and exit on their own.
   // Negative: dist.timeout + 2 s.
   std::chrono::milliseconds failure_grace{-1};
-  // World barrier after the body (skipped on ranks whose body failed).
+  // World barrier after the body (skipped on ranks whose body threw).
   bool final_barrier = true;
   // Intra-op threads per rank; 0 = max(1, cores / world_size).
   int threads_per_rank = 0;
