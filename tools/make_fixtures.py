@@ -7,7 +7,10 @@ checked against diffusers on the same numbers.
 
 Each fixture folder holds config.json (the diffusers config, as save_pretrained writes it),
 weights.safetensors (diffusers key names), inputs.safetensors (keyed by forward argument
-name) and outputs.safetensors ({"output": ...}). Everything is fp32 and deterministic.
+name), outputs.safetensors ({"output": ...}) and modules.json (diffusers' module tree: fqn,
+class name, parameter shapes, in registration order). A fixture may add further cases on the
+same weights as inputs_<case>.safetensors / outputs_<case>.safetensors. Everything is fp32
+and deterministic.
 """
 import argparse
 import json
@@ -36,7 +39,7 @@ def flux_tiny():
     model = FluxTransformer2DModel(**config).eval()
     randomize(model, 1234)
     gen = torch.Generator().manual_seed(99)
-    batch, height, width, text = 2, 4, 6, 7
+    batch, height, width, text = 2, 4, 6, 8
     rows, cols = torch.meshgrid(torch.arange(height), torch.arange(width), indexing="ij")
     img_ids = torch.stack([torch.zeros_like(rows), rows, cols], dim=-1).reshape(-1, 3).float()
     inputs = {
@@ -53,7 +56,66 @@ def flux_tiny():
     return "FluxTransformer2DModel", config, model, inputs, output
 
 
-FIXTURES = {"flux_tiny": flux_tiny}
+WAN_TINY = dict(patch_size=[1, 2, 2], num_attention_heads=4, attention_head_dim=16, in_channels=4, out_channels=4,
+                text_dim=32, freq_dim=32, ffn_dim=128, num_layers=2, cross_attn_norm=True,
+                qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=1024)
+
+
+def wan_tiny():
+    from diffusers import WanTransformer3DModel
+
+    config = dict(WAN_TINY)
+    model = WanTransformer3DModel(**config).eval()
+    randomize(model, 4321)
+    gen = torch.Generator().manual_seed(77)
+    # Latent (F, H, W) = (5, 4, 8) with patch (1, 2, 2): 5 x 2 x 4 = 40 tokens, distinct sizes per
+    # axis (a swapped RoPE axis shows), divisible by 2 and 4 but not by 3 (uneven CP over 3 ranks).
+    batch, frames, height, width, text = 2, 5, 4, 8, 7
+    inputs = {
+        "hidden_states": torch.randn(batch, 4, frames, height, width, generator=gen),
+        "timestep": torch.tensor([250.0, 875.0]),
+        "encoder_hidden_states": torch.randn(batch, text, 32, generator=gen),
+    }
+    with torch.no_grad():
+        output = model(**inputs, return_dict=False)[0]
+    # Per-token timesteps (Wan 2.2 TI2V's expand_timesteps), same weights: (B, tokens).
+    tokens = frames * (height // 2) * (width // 2)
+    extra_inputs = dict(inputs, timestep=torch.rand(batch, tokens, generator=gen) * 1000)
+    with torch.no_grad():
+        extra_output = model(**extra_inputs, return_dict=False)[0]
+    extras = {"seq_timestep": (extra_inputs, extra_output)}
+    return "WanTransformer3DModel", config, model, inputs, output, extras
+
+
+def wan_tiny_i2v():
+    from diffusers import WanTransformer3DModel
+
+    config = dict(WAN_TINY, image_dim=24, added_kv_proj_dim=64)
+    model = WanTransformer3DModel(**config).eval()
+    randomize(model, 2468)
+    gen = torch.Generator().manual_seed(55)
+    # diffusers' I2V attention takes everything before the last 512 context tokens as image
+    # tokens, so the text is 512 tokens long; 5 image tokens.
+    batch, frames, height, width = 1, 3, 4, 6
+    inputs = {
+        "hidden_states": torch.randn(batch, 4, frames, height, width, generator=gen),
+        "timestep": torch.tensor([500.0]),
+        "encoder_hidden_states": torch.randn(batch, 512, 32, generator=gen),
+        "encoder_hidden_states_image": torch.randn(batch, 5, 24, generator=gen),
+    }
+    with torch.no_grad():
+        output = model(**inputs, return_dict=False)[0]
+    return "WanTransformer3DModel", config, model, inputs, output, {}
+
+
+def module_tree(model):
+    """Every module in registration order: fqn, class name, own parameters with shapes."""
+    return [{"fqn": name, "type": type(module).__name__,
+             "params": [[pname, list(p.shape)] for pname, p in module.named_parameters(recurse=False)]}
+            for name, module in model.named_modules()]
+
+
+FIXTURES = {"flux_tiny": flux_tiny, "wan_tiny": wan_tiny, "wan_tiny_i2v": wan_tiny_i2v}
 
 
 def main():
@@ -65,13 +127,20 @@ def main():
     for name, make in FIXTURES.items():
         if args.only and name != args.only:
             continue
-        class_name, config, model, inputs, output = make()
+        class_name, config, model, inputs, output, *rest = make()
+        extras = rest[0] if rest else {}
         folder = pathlib.Path(args.out) / name
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "config.json").write_text(json.dumps({"_class_name": class_name, **config}, indent=2) + "\n")
         save_file({k: v.contiguous() for k, v in model.state_dict().items()}, folder / "weights.safetensors")
         save_file({k: v.contiguous() for k, v in inputs.items()}, folder / "inputs.safetensors")
         save_file({"output": output.contiguous()}, folder / "outputs.safetensors")
+        for extra, (extra_inputs, extra_output) in extras.items():
+            save_file({k: v.contiguous() for k, v in extra_inputs.items()}, folder / f"inputs_{extra}.safetensors")
+            save_file({"output": extra_output.contiguous()}, folder / f"outputs_{extra}.safetensors")
+        # One module per line, so a test can compare line by line and a diff reads well.
+        tree = module_tree(model)
+        (folder / "modules.json").write_text("[\n" + ",\n".join(json.dumps(m) for m in tree) + "\n]\n")
         print(f"{folder}: {sum(p.numel() for p in model.parameters())} parameters, output {tuple(output.shape)}")
 
 

@@ -163,7 +163,7 @@ Outputs FluxPosEmbed::Forward(Args& args) {
     cos.push_back(c);
     sin.push_back(s);
   }
-  return {std::vector<at::Tensor>{at::cat(cos, -1), at::cat(sin, -1)}};
+  return {at::cat(cos, -1), at::cat(sin, -1)};
 }
 
 FluxTransformer2DModel::FluxTransformer2DModel(FluxConfig config)
@@ -211,7 +211,9 @@ Outputs FluxTransformer2DModel::Forward(Args& args) {
   at::Tensor img_ids = args.Tensor("img_ids");
   if (txt_ids.dim() == 3) txt_ids = txt_ids[0];  // deprecated batched ids, as diffusers accepts
   if (img_ids.dim() == 3) img_ids = img_ids[0];
-  nn::Value rope = Call(*Child("pos_embed"), nn::Args().Set("ids", at::cat({txt_ids, img_ids}, 0))).at(0);
+  Module& pos_embed = *Child("pos_embed");
+  Outputs tables = Call(pos_embed, nn::Args().Set("ids", at::cat({txt_ids, img_ids}, 0)));
+  nn::Value rope = std::vector<at::Tensor>{OutputTensor(tables, 0, pos_embed), OutputTensor(tables, 1, pos_embed)};
 
   auto run_blocks = [&](const std::string& list_name) {
     auto& blocks = static_cast<nn::ModuleList&>(*Child(list_name));

@@ -69,7 +69,7 @@ class FluxSingleTransformerBlock : public nn::Module {
   nn::Outputs Forward(nn::Args& args) override;
 };
 
-// FluxPosEmbed: ids (S, n_axes) -> (cos, sin), each (S, sum(axes_dim)).
+// FluxPosEmbed: ids (S, n_axes) -> outputs (cos, sin), each (S, sum(axes_dim)).
 class FluxPosEmbed : public nn::Module {
  public:
   FluxPosEmbed(double theta, std::vector<int64_t> axes_dim)

@@ -1,0 +1,50 @@
+#pragma once
+
+// Install: puts an ExecutionPlan onto a model, on one rank. Every split and gather step
+// becomes a hook on its module, every attention step sets its site's kernel. The model is
+// then run as usual (nn::Call on the root) and computes the sharded forward.
+
+#include <string>
+
+#include "compiler/plan/execution_plan.h"
+#include "runtime/dist/dist_context.h"
+#include "runtime/nn/module.h"
+
+namespace weft::exec {
+
+struct InstallOptions {
+  // Content hash of the plan. When set, every rank's hash is compared over the world
+  // before anything else (one all-gather): ranks that loaded different plans fail at once,
+  // naming the ranks, instead of hanging or computing garbage in the first collective.
+  std::string plan_hash;
+  // Graph hash of the model being installed on (its weft.graph/1 structure). When set and
+  // the plan names a graph hash, they must be equal.
+  std::string model_graph_hash;
+};
+
+// What was installed, for reports and tests.
+struct InstalledPlan {
+  int split_hooks = 0;
+  int gather_hooks = 0;
+  int cp_attention_sites = 0;
+  int local_attention_sites = 0;
+  // One line per step: "transformer_blocks.0.attn: attention usp(p2p)".
+  std::vector<std::string> lines;
+};
+
+// Installs `plan` on `model` (hooks are added to whatever the model already has; call
+// Uninstall first to replace a plan). Throws ExecError when the model's class differs from
+// the plan's, a step's module does not exist or an attention step names a module that is no
+// attention site, the plan has tensor-parallel steps on a tp > 1 mesh (not supported yet),
+// the mesh differs from the context's, or the hashes disagree (see InstallOptions).
+InstalledPlan Install(const plan::ExecutionPlan& plan, nn::Module& model, dist::DistContext& ctx,
+                      const InstallOptions& options = {});
+
+// Removes every hook and resets every attention site to local attention.
+void Uninstall(nn::Module& model);
+
+// Compares `hash` across every rank of the world (one all-gather of 64 bytes). Throws
+// ExecError listing the ranks whose hash differs from rank 0's.
+void CheckSameOnAllRanks(dist::DistContext& ctx, const std::string& what, const std::string& hash);
+
+}  // namespace weft::exec
