@@ -147,4 +147,38 @@ Outputs AdaLayerNormContinuous::Forward(Args& args) {
   return {Call(*Child("norm"), x) * (1 + c[0]).unsqueeze(1) + c[1].unsqueeze(1)};
 }
 
+FP32LayerNorm::FP32LayerNorm(int64_t dim, double eps, bool elementwise_affine)
+    : Module("FP32LayerNorm"), dim_(dim), eps_(eps), affine_(elementwise_affine) {
+  if (affine_) {
+    AddParameter("weight", {dim}).fill_(1.0);
+    AddParameter("bias", {dim});
+  }
+}
+
+Outputs FP32LayerNorm::Forward(Args& args) {
+  const at::Tensor& x = args.Tensor("inputs");
+  at::Tensor y = affine_ ? at::layer_norm(x.to(at::kFloat), {dim_}, Parameter("weight").to(at::kFloat),
+                                          Parameter("bias").to(at::kFloat), eps_)
+                         : at::layer_norm(x.to(at::kFloat), {dim_}, {}, {}, eps_);
+  return {y.to(x.scalar_type())};
+}
+
+Conv3d::Conv3d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel_size,
+               std::vector<int64_t> stride, bool bias)
+    : Module("Conv3d"), stride_(std::move(stride)), has_bias_(bias) {
+  TORCH_CHECK(kernel_size.size() == 3 && stride_.size() == 3, "Conv3d: kernel_size and stride need 3 entries");
+  AddParameter("weight", {out_channels, in_channels, kernel_size[0], kernel_size[1], kernel_size[2]});
+  if (has_bias_) AddParameter("bias", {out_channels});
+}
+
+Outputs Conv3d::Forward(Args& args) {
+  const at::Tensor& x = args.Tensor("input");
+  const at::Tensor& weight = Parameter("weight");
+  TORCH_CHECK(x.dim() == 5 && x.size(1) == weight.size(1), "Conv3d `", fqn(), "`: input must be (B, ",
+              weight.size(1), ", F, H, W), got ", x.sizes());
+  std::optional<at::Tensor> bias;
+  if (has_bias_) bias = Parameter("bias");
+  return {at::conv3d(x, weight, bias, stride_)};
+}
+
 }  // namespace weft::models

@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -94,6 +95,44 @@ class AdaLayerNormContinuous : public nn::Module {
   AdaLayerNormContinuous(int64_t dim, int64_t conditioning_dim, bool elementwise_affine, double eps);
   std::vector<std::string> Signature() const override { return {"x", "conditioning_embedding"}; }
   nn::Outputs Forward(nn::Args& args) override;
+};
+
+// diffusers.models.normalization.FP32LayerNorm: torch.nn.LayerNorm computed in fp32 (input,
+// weight and bias cast up), the result cast back to the input's dtype. Argument `inputs`;
+// `weight`/`bias` only when elementwise_affine.
+class FP32LayerNorm : public nn::Module {
+ public:
+  FP32LayerNorm(int64_t dim, double eps, bool elementwise_affine);
+  std::vector<std::string> Signature() const override { return {"inputs"}; }
+  nn::Outputs Forward(nn::Args& args) override;
+
+ private:
+  int64_t dim_;
+  double eps_;
+  bool affine_;
+};
+
+// torch.nn.Identity (diffusers uses it for switched-off norms, e.g. Wan's `norm2` without
+// cross_attn_norm). Argument `input`, returned unchanged.
+class Identity : public nn::Module {
+ public:
+  Identity() : Module("Identity") {}
+  std::vector<std::string> Signature() const override { return {"input"}; }
+  nn::Outputs Forward(nn::Args& args) override { return {args.Get("input")}; }
+};
+
+// torch.nn.Conv3d without padding or dilation (diffusers' video patch embeddings): parameters
+// `weight` (out, in, kt, kh, kw) and `bias` (out). Argument `input` (B, in, F, H, W).
+class Conv3d : public nn::Module {
+ public:
+  Conv3d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel_size, std::vector<int64_t> stride,
+         bool bias = true);
+  std::vector<std::string> Signature() const override { return {"input"}; }
+  nn::Outputs Forward(nn::Args& args) override;
+
+ private:
+  std::vector<int64_t> stride_;
+  bool has_bias_;
 };
 
 }  // namespace weft::models

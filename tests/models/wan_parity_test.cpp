@@ -1,0 +1,182 @@
+// The built-in Wan against diffusers' WanTransformer3DModel on the same random weights and
+// inputs (fixtures from tools/make_fixtures.py): fp32 max abs error <= 1e-4 x max|reference|,
+// for T2V with (B,) timesteps, per-token (B, S) timesteps and I2V image context; and the
+// module tree (fqns, class names, parameter shapes, registration order) equal to diffusers'.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runtime/io/safetensors.h"
+#include "runtime/models/wan.h"
+#include "runtime/nn/load_weights.h"
+
+namespace weft::models {
+namespace {
+
+const std::string kFixtures = std::string(WEFT_FIXTURES);
+
+struct Parity {
+  double error;
+  double scale;
+};
+
+// Loads `fixture`'s weights into a model of config `config_name`, runs it on
+// inputs[_case].safetensors and compares with outputs[_case].safetensors.
+// `tweak`, when given, edits the loaded model before the run.
+Parity RunFixture(const std::string& fixture, const std::string& config_name, const std::string& case_name = "",
+                  const std::function<void(nn::Module&)>& tweak = nullptr) {
+  const std::string dir = kFixtures + "/" + fixture;
+  const std::string suffix = case_name.empty() ? "" : "_" + case_name;
+  io::SafetensorsFile weights = io::SafetensorsFile::Open(dir + "/weights.safetensors");
+  io::SafetensorsFile inputs = io::SafetensorsFile::Open(dir + "/inputs" + suffix + ".safetensors");
+  io::SafetensorsFile outputs = io::SafetensorsFile::Open(dir + "/outputs" + suffix + ".safetensors");
+  WanTransformer3DModel model(WanConfigByName(config_name));
+  nn::LoadWeights(model, {&weights}, at::kFloat);
+  if (tweak) tweak(model);
+  nn::Args args;
+  for (const std::string& key : inputs.Keys()) args.Set(key, inputs.Load(key));
+  at::Tensor got = nn::OutputTensor(nn::Call(model, args), 0, model);
+  at::Tensor want = outputs.Load("output");
+  EXPECT_EQ(got.sizes(), want.sizes());
+  if (got.sizes() != want.sizes()) return {1e30, 0};
+  return {(got - want).abs().max().item<double>(), want.abs().max().item<double>()};
+}
+
+TEST(WanParityTest, TinyMatchesDiffusersUnsharded) {
+  Parity p = RunFixture("wan_tiny", "tiny");
+  EXPECT_GT(p.scale, 0.5);  // a non-trivial reference
+  EXPECT_LE(p.error, 1e-4 * p.scale) << "max abs error " << p.error << " vs max|ref| " << p.scale;
+  std::cout << "wan_tiny: max abs error " << p.error << ", max|ref| " << p.scale << "\n";
+}
+
+TEST(WanParityTest, TinyPerTokenTimestepsMatchDiffusers) {
+  Parity p = RunFixture("wan_tiny", "tiny", "seq_timestep");
+  EXPECT_GT(p.scale, 0.5);
+  EXPECT_LE(p.error, 1e-4 * p.scale) << "max abs error " << p.error << " vs max|ref| " << p.scale;
+  std::cout << "wan_tiny (per-token timesteps): max abs error " << p.error << ", max|ref| " << p.scale << "\n";
+}
+
+TEST(WanParityTest, TinyImageToVideoMatchesDiffusers) {
+  Parity p = RunFixture("wan_tiny_i2v", "tiny-i2v");
+  EXPECT_GT(p.scale, 0.5);
+  EXPECT_LE(p.error, 1e-4 * p.scale) << "max abs error " << p.error << " vs max|ref| " << p.scale;
+  std::cout << "wan_tiny_i2v: max abs error " << p.error << ", max|ref| " << p.scale << "\n";
+}
+
+// The comparison is sharp: a 2% change of one late projection is far outside the tolerance.
+TEST(WanParityTest, PerturbedWeightIsCaught) {
+  Parity p = RunFixture("wan_tiny", "tiny", "", [](nn::Module& model) {
+    model.Find("blocks.1.attn1.to_out.0")->Parameter("weight").mul_(1.02);
+  });
+  EXPECT_GT(p.error, 1e-3 * p.scale) << "max abs error " << p.error << " vs max|ref| " << p.scale;
+  std::cout << "wan_tiny (perturbed): max abs error " << p.error << "\n";
+}
+
+// One line per module, formatted as Python's json.dumps writes make_fixtures.py's modules.json.
+std::vector<std::string> ModuleLines(nn::Module& model) {
+  std::vector<std::string> lines;
+  model.Walk([&](nn::Module& module) {
+    std::ostringstream line;
+    line << "{\"fqn\": \"" << module.fqn() << "\", \"type\": \"" << module.type() << "\", \"params\": [";
+    bool first = true;
+    for (const auto& [name, tensor] : module.parameters()) {
+      line << (first ? "" : ", ") << "[\"" << name << "\", [";
+      for (int64_t d = 0; d < tensor.dim(); ++d) line << (d ? ", " : "") << tensor.size(d);
+      line << "]]";
+      first = false;
+    }
+    line << "]}";
+    lines.push_back(line.str());
+  });
+  return lines;
+}
+
+std::vector<std::string> FixtureModuleLines(const std::string& fixture) {
+  std::ifstream in(kFixtures + "/" + fixture + "/modules.json");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (line == "[" || line == "]") continue;
+    if (!line.empty() && line.back() == ',') line.pop_back();
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+void ExpectTreeMatches(const std::string& fixture, const std::string& config_name) {
+  WanTransformer3DModel model(WanConfigByName(config_name));
+  std::vector<std::string> got = ModuleLines(model);
+  std::vector<std::string> want = FixtureModuleLines(fixture);
+  ASSERT_GT(want.size(), 40u) << "modules.json of " << fixture << " missing or short";
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    ASSERT_EQ(got[i], want[i]) << "module " << i << " differs";
+  }
+  EXPECT_EQ(got.size(), want.size());
+}
+
+TEST(WanParityTest, TinyModuleTreeMatchesDiffusers) { ExpectTreeMatches("wan_tiny", "tiny"); }
+
+TEST(WanParityTest, TinyImageToVideoModuleTreeMatchesDiffusers) { ExpectTreeMatches("wan_tiny_i2v", "tiny-i2v"); }
+
+TEST(WanParityTest, ConfigsAreNamed) {
+  WanConfig big = WanConfigByName("14b");
+  EXPECT_EQ(big.num_attention_heads, 40);
+  EXPECT_EQ(big.attention_head_dim, 128);
+  EXPECT_EQ(big.inner_dim(), 5120);
+  EXPECT_EQ(big.ffn_dim, 13824);
+  EXPECT_EQ(big.num_layers, 40);
+  EXPECT_EQ(big.text_dim, 4096);
+  EXPECT_EQ(big.patch_size, (std::vector<int64_t>{1, 2, 2}));
+  WanConfig small = WanConfigByName("1.3b");
+  EXPECT_EQ(small.inner_dim(), 1536);
+  EXPECT_EQ(small.ffn_dim, 8960);
+  EXPECT_EQ(small.num_layers, 30);
+  WanConfig i2v = WanConfigByName("i2v-14b");
+  EXPECT_EQ(i2v.in_channels, 36);
+  EXPECT_EQ(i2v.image_dim, 1280);
+  EXPECT_EQ(i2v.added_kv_proj_dim, 5120);
+  WanConfig ti2v = WanConfigByName("ti2v-5b");
+  EXPECT_EQ(ti2v.inner_dim(), 3072);
+  EXPECT_EQ(ti2v.ffn_dim, 14336);
+  EXPECT_EQ(ti2v.out_dim(), 48);
+  EXPECT_THROW(WanConfigByName("huge"), std::invalid_argument);
+}
+
+TEST(WanParityTest, RopeSplitsHeadDimLikeDiffusers) {
+  WanRotaryPosEmbed rope(128, {1, 2, 2}, 1024);
+  EXPECT_EQ(rope.t_dim(), 44);
+  EXPECT_EQ(rope.h_dim(), 42);
+  EXPECT_EQ(rope.w_dim(), 42);
+  nn::Outputs out = nn::Call(rope, nn::Args().Set("hidden_states", at::zeros({1, 16, 3, 4, 6})));
+  ASSERT_EQ(out.size(), 2u);
+  const at::Tensor& cos = nn::OutputTensor(out, 0, rope);
+  EXPECT_EQ(cos.sizes(), (std::vector<int64_t>{1, 3 * 2 * 3, 1, 128}));
+  // Token 0 sits at position 0 on every axis: cos 1 everywhere.
+  EXPECT_TRUE(at::allclose(cos[0][0], at::ones({1, 128})));
+}
+
+TEST(WanParityTest, BadInputsAreNamed) {
+  WanTransformer3DModel model(WanConfigByName("tiny"));
+  nn::Args args;
+  args.Set("hidden_states", at::zeros({1, 5, 2, 4, 4}))
+      .Set("timestep", at::zeros({1}))
+      .Set("encoder_hidden_states", at::zeros({1, 3, 32}));
+  try {
+    nn::Call(model, args);
+    FAIL() << "expected an error for 5 input channels";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("hidden_states must be (B, 4, F, H, W)"), std::string::npos) << e.what();
+  }
+  // The I2V image context without an image embedder.
+  args.Set("hidden_states", at::zeros({1, 4, 2, 4, 4})).Set("encoder_hidden_states_image", at::zeros({1, 2, 24}));
+  EXPECT_THROW(nn::Call(model, args), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace weft::models
