@@ -82,7 +82,9 @@ int RunRank(const RunOptions& o) {
   std::unique_ptr<dist::DistContext> ctx = dist::DistContext::Create(world, shape, dopts);
   double setup_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  return exec::RunSmokeJobAndReport(*ctx, setup_ms, std::cout);
+  const int status = exec::RunSmokeJobAndReport(*ctx, setup_ms, std::cout);
+  ctx->Shutdown();
+  return status;
 }
 
 // Launcher mode: re-execute ourselves on nproc local ranks.

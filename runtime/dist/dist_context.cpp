@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <numeric>
 #include <sstream>
+#include <thread>
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -140,6 +141,7 @@ struct DistContext::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   std::array<AxisGroup, kNumAxes> groups;
   CommCounters counters;
+  bool shut_down = false;
 
   Impl(const WorldConfig& w, const Mesh& m, const DistOptions& o) : world(w), mesh(m), options(o) {}
 
@@ -198,7 +200,37 @@ struct DistContext::Impl {
 };
 
 DistContext::DistContext(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-DistContext::~DistContext() = default;
+DistContext::~DistContext() {
+  if (impl_ && !impl_->shut_down) {
+    try {
+      Shutdown();
+    } catch (...) {
+    }
+  }
+}
+
+void DistContext::Shutdown() {
+  if (impl_->shut_down) return;
+  impl_->shut_down = true;
+  if (impl_->world.world_size == 1) return;
+  const std::string key = "weft/shutdown";
+  auto start = Clock::now();
+  try {
+    impl_->store->add(key, 1);
+    while (impl_->store->add(key, 0) < impl_->world.world_size) {
+      if (Clock::now() - start > impl_->options.timeout) {
+        throw DistError("rank " + std::to_string(impl_->world.rank) + ": shutdown: not every rank finished within " +
+                        std::to_string(impl_->options.timeout.count()) + " ms (a peer may have exited)");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  } catch (const DistError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw DistError("rank " + std::to_string(impl_->world.rank) + ": shutdown failed after " +
+                    std::to_string(ElapsedMs(start)) + " ms: " + BackendMessage(e) + " (a peer may have exited)");
+  }
+}
 
 std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const MeshShape& shape,
                                                  const DistOptions& options) {

@@ -143,6 +143,13 @@ class DistContext {
   // Blocks until every member of the group has called Barrier(axis).
   void Barrier(Axis axis);
 
+  // Orderly end: every rank announces it is done through the store and waits (at most the
+  // timeout) until all ranks have, so no rank closes its connections while a peer still
+  // finishes its last collective, and the store server (rank 0) outlives every client.
+  // Collective afterwards: undefined. Throws DistError on timeout. Idempotent; the destructor
+  // calls it (ignoring errors) when it was not called.
+  void Shutdown();
+
   // Counters of every collective issued through this context (see counters.h).
   const CommCounters& counters() const;
   CommCounters& counters();

@@ -1,0 +1,198 @@
+#include "executor/run_job.h"
+
+#include <ATen/ATen.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "executor/exec_error.h"
+#include "executor/install.h"
+#include "executor/trace.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/nn/load_weights.h"
+
+namespace weft::exec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t PeakRssBytes() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+}
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+nn::Args LoadInputs(const JobOptions& options, const nn::Module& model) {
+  nn::Args args;
+  if (options.inputs.empty()) {
+    for (auto& [name, tensor] : models::ExampleInputs(model, options.workload, options.seed)) {
+      args.Set(name, tensor.is_floating_point() && name != "timestep" ? tensor.to(options.dtype) : tensor);
+    }
+    return args;
+  }
+  io::SafetensorsFile file = io::SafetensorsFile::Open(options.inputs);
+  for (const std::string& key : file.Keys()) {
+    at::Tensor t = file.Load(key);
+    args.Set(key, t.is_floating_point() && key != "timestep" ? t.to(options.dtype) : t);
+  }
+  return args;
+}
+
+// One forward of the (hooked) model; output 0.
+at::Tensor Forward(nn::Module& model, const nn::Args& args) {
+  return nn::OutputTensor(nn::Call(model, args), 0, model);
+}
+
+nn::Module& BuildModel(const JobOptions& options, std::unique_ptr<nn::Module>& holder) {
+  holder = models::CreateModel(options.model);
+  if (options.weights.empty()) {
+    nn::RandomizeParameters(*holder, 1000 + options.seed);
+    nn::CastParameters(*holder, options.dtype);
+  } else {
+    std::vector<io::SafetensorsFile> files;
+    for (const std::string& path : options.weights) files.push_back(io::SafetensorsFile::Open(path));
+    std::vector<const io::SafetensorsFile*> pointers;
+    for (const auto& f : files) pointers.push_back(&f);
+    nn::LoadWeights(*holder, pointers, options.dtype);
+  }
+  return *holder;
+}
+
+nn::Args ToArgs(const nn::Args& args) { return args; }
+
+}  // namespace
+
+JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const JobOptions& options) {
+  const bool leader = ctx.rank() == 0;
+  std::unique_ptr<nn::Module> holder;
+  nn::Module& model = BuildModel(options, holder);
+  const nn::Args inputs = LoadInputs(options, model);
+
+  InstallOptions install;
+  install.plan_hash = options.plan_hash;
+  InstalledPlan installed = Install(plan, model, ctx, install);
+  Tracer tracer(ctx.rank());
+  if (!options.trace.empty()) tracer.Attach(model, 2);
+
+  JobResult result;
+  at::Tensor output;
+  for (int i = 0; i < options.warmup; ++i) output = Forward(model, ToArgs(inputs));
+  ctx.Barrier(dist::Axis::kWorld);
+  const dist::CommCounters before = ctx.counters();
+  dist::CommCounters one_forward;
+  for (int i = 0; i < std::max(1, options.iters); ++i) {
+    const auto start = Clock::now();
+    output = Forward(model, ToArgs(inputs));
+    result.latencies_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    if (i == 0) {
+      // Collectives of exactly one forward: the counters' difference across it.
+      for (dist::Axis axis : dist::kAllAxes) {
+        for (int op = 0; op < dist::kNumCommOps; ++op) {
+          const auto kind = static_cast<dist::CommOp>(op);
+          const dist::CommStat now = ctx.counters().Get(axis, kind), then = before.Get(axis, kind);
+          for (int64_t c = 0; c < now.calls - then.calls; ++c) {
+            one_forward.Record(axis, kind, c == 0 ? now.bytes_sent - then.bytes_sent : 0);
+          }
+        }
+      }
+    }
+    if (leader && options.progress && options.iters > 1) {
+      std::fprintf(stderr, "weft-run: iteration %d/%d: %.2f ms\n", i + 1, options.iters, result.latencies_ms.back());
+    }
+  }
+  if (!options.trace.empty()) tracer.Write(options.trace + ".rank" + std::to_string(ctx.rank()) + ".json");
+  if (leader && !options.output.empty()) io::WriteSafetensors(options.output, {{"output", output}});
+
+  if (options.check) {
+    const bool tp = plan.mesh.Tp() > 1;
+    result.tolerance = options.tolerance.value_or(options.dtype == at::kFloat ? (tp ? 1e-4 : 1e-5) : 2e-2);
+    Uninstall(model);
+    at::Tensor reference = Forward(model, ToArgs(inputs));
+    if (reference.sizes() != output.sizes()) {
+      throw ExecError("rank " + std::to_string(ctx.rank()) + ": sharded output " + c10::str(output.sizes()) +
+                      " but unsharded output " + c10::str(reference.sizes()) + " (does the plan gather the output?)");
+    }
+    at::Tensor diff = (output.to(at::kDouble) - reference.to(at::kDouble)).abs().max();
+    at::Tensor scale = reference.to(at::kDouble).abs().max();
+    // Every rank's error, so all ranks agree on the verdict.
+    at::Tensor pair = at::stack({diff, diff / scale.clamp_min(1e-30)}).to(at::kDouble).contiguous();
+    ctx.AllReduce(dist::Axis::kWorld, pair, dist::ReduceKind::kMax);
+    result.check_ran = true;
+    result.max_abs_error = pair[0].item<double>();
+    result.max_rel_error = pair[1].item<double>();
+    result.check_passed = result.max_rel_error <= result.tolerance;
+    result.exit_code = result.check_passed ? 0 : 1;
+  }
+
+  // Peak memory of every rank, for the report.
+  std::vector<int64_t> rss = ctx.AllGatherSizes(dist::Axis::kWorld, PeakRssBytes());
+
+  if (leader) {
+    nlohmann::json collectives = nlohmann::json::array();
+    for (dist::Axis axis : dist::kAllAxes) {
+      for (int op = 0; op < dist::kNumCommOps; ++op) {
+        const dist::CommStat s = one_forward.Get(axis, static_cast<dist::CommOp>(op));
+        if (s.calls == 0) continue;
+        collectives.push_back({{"axis", dist::AxisName(axis)},
+                               {"op", dist::CommOpName(static_cast<dist::CommOp>(op))},
+                               {"calls", s.calls},
+                               {"bytes_sent", s.bytes_sent}});
+      }
+    }
+    nlohmann::json predicted = nlohmann::json::array();
+    for (const plan::AxisTraffic& t : plan.cost.per_axis) {
+      predicted.push_back({{"axis", t.axis}, {"collectives", t.collectives}, {"bytes_sent", t.bytes}});
+    }
+    nlohmann::json report = {
+        {"model", options.model.ToString()},
+        {"plan", plan.plan_name},
+        {"mesh", plan.mesh.ToString()},
+        {"world_size", ctx.world_size()},
+        {"dtype", c10::toString(options.dtype)},
+        {"installed", {{"splits", installed.split_hooks}, {"gathers", installed.gather_hooks},
+                       {"cp_attention_sites", installed.cp_attention_sites},
+                       {"local_attention_sites", installed.local_attention_sites}}},
+        {"latency_ms", {{"median", Median(result.latencies_ms)},
+                        {"min", *std::min_element(result.latencies_ms.begin(), result.latencies_ms.end())},
+                        {"max", *std::max_element(result.latencies_ms.begin(), result.latencies_ms.end())},
+                        {"iters", result.latencies_ms.size()}, {"warmup", options.warmup}}},
+        {"collectives_per_forward", collectives},
+        {"predicted_per_forward", predicted},
+        {"predicted_bytes_per_forward", plan.cost.bytes},
+        {"peak_rss_bytes_per_rank", rss},
+    };
+    if (result.check_ran) {
+      report["check"] = {{"max_abs_error", result.max_abs_error}, {"max_rel_error", result.max_rel_error},
+                         {"tolerance", result.tolerance}, {"passed", result.check_passed}};
+    }
+    if (options.report == "json") {
+      std::cout << report.dump(2) << std::endl;
+    } else if (!options.report.empty()) {
+      std::ofstream(options.report) << report.dump(2) << "\n";
+    }
+    std::fprintf(stderr, "weft-run: %s on %d ranks (%s): median %.2f ms over %zu iteration(s)\n",
+                 options.model.ToString().c_str(), ctx.world_size(), plan.mesh.ToString().c_str(),
+                 Median(result.latencies_ms), result.latencies_ms.size());
+    std::fprintf(stderr, "%s\n", one_forward.Report().c_str());
+    if (result.check_ran) {
+      std::fprintf(stderr, "weft-run: check %s: max abs error %.3g, max relative error %.3g (tolerance %.1g)\n",
+                   result.check_passed ? "passed" : "FAILED", result.max_abs_error, result.max_rel_error,
+                   result.tolerance);
+    }
+  }
+  return result;
+}
+
+}  // namespace weft::exec

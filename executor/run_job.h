@@ -1,0 +1,55 @@
+#pragma once
+
+// One weft-run job on one rank: build (or load) the model, install the compiled plan, run
+// warm-up and timed sharded forwards, optionally check against the unsharded forward, and
+// report latency, collectives (measured next to the compiler's prediction) and peak memory.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/core/ScalarType.h>
+
+#include "compiler/plan/execution_plan.h"
+#include "runtime/dist/dist_context.h"
+#include "runtime/models/registry.h"
+
+namespace weft::exec {
+
+struct JobOptions {
+  models::ModelSpec model{"flux", "tiny"};
+  std::vector<std::string> weights;  // safetensors files; empty: seeded random weights
+  std::string inputs;                // safetensors keyed by argument name; empty: seeded random
+  std::string output;                // rank 0 writes {"output": ...} here when set
+  models::Workload workload;
+  uint64_t seed = 0;
+  at::ScalarType dtype = at::kFloat;
+  bool check = false;
+  // --check passes when max|sharded - unsharded| <= tolerance * max|unsharded|.
+  // nullopt: 1e-5 for fp32 context parallelism, 1e-4 with tensor parallelism, 2e-2 in bf16.
+  std::optional<double> tolerance;
+  int warmup = 0;
+  int iters = 1;
+  std::string trace;   // Chrome trace path prefix: <trace>.rank<r>.json
+  std::string report;  // "json" prints a JSON report on stdout (rank 0); a path writes it there
+  bool progress = true;  // per-iteration progress on stderr (rank 0) when iters > 1
+  std::string plan_hash;
+};
+
+struct JobResult {
+  bool check_ran = false;
+  bool check_passed = true;
+  double max_abs_error = 0;
+  double max_rel_error = 0;
+  double tolerance = 0;
+  std::vector<double> latencies_ms;  // timed iterations, this rank
+  int exit_code = 0;                 // 0, or 1 when the check failed
+};
+
+// Runs the job. Collective over the world: every rank calls it with the same options and
+// plan. Throws ExecError / DistError / std::invalid_argument on bad input (weights, inputs,
+// plan), naming the key, argument or plan line.
+JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const JobOptions& options);
+
+}  // namespace weft::exec

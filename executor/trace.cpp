@@ -1,0 +1,53 @@
+#include "executor/trace.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace weft::exec {
+
+// Records one event per call; calls nest, so the open calls form a stack.
+class TraceHook : public nn::Hook {
+ public:
+  explicit TraceHook(Tracer& tracer) : tracer_(tracer) {}
+  void PreForward(nn::Module&, nn::Args&) override { starts_.push_back(tracer_.NowUs()); }
+  void PostForward(nn::Module& module, const nn::Args&, nn::Outputs&) override {
+    const double start = starts_.back();
+    starts_.pop_back();
+    tracer_.events_.push_back({module.fqn().empty() ? "<root>" : module.fqn(), module.type(), start,
+                               tracer_.NowUs() - start});
+  }
+
+ private:
+  Tracer& tracer_;
+  std::vector<double> starts_;
+};
+
+double Tracer::NowUs() const {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void Tracer::Attach(nn::Module& model, int max_depth) {
+  const size_t root_depth = model.fqn().empty() ? 0 : std::count(model.fqn().begin(), model.fqn().end(), '.') + 1;
+  model.Walk([&](nn::Module& module) {
+    const size_t depth =
+        module.fqn().empty() ? 0 : std::count(module.fqn().begin(), module.fqn().end(), '.') + 1 - root_depth;
+    if (static_cast<int>(depth) <= max_depth && module.type() != "ModuleList") {
+      module.AddHook(std::make_shared<TraceHook>(*this));
+    }
+  });
+}
+
+void Tracer::Write(const std::string& path) const {
+  nlohmann::json events = nlohmann::json::array();
+  for (const Event& e : events_) {
+    events.push_back({{"name", e.name}, {"cat", e.type}, {"ph", "X"}, {"ts", e.start_us}, {"dur", e.duration_us},
+                      {"pid", rank_}, {"tid", 0}});
+  }
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank_}, {"args", {{"name", "rank " + std::to_string(rank_)}}}});
+  std::ofstream out(path);
+  out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+  if (!out) throw std::runtime_error("cannot write trace " + path);
+}
+
+}  // namespace weft::exec

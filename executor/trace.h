@@ -1,0 +1,40 @@
+#pragma once
+
+// Chrome trace events (chrome://tracing, Perfetto) of module calls on one rank: a hook on
+// every module down to a depth records the wall time of each call.
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/nn/module.h"
+
+namespace weft::exec {
+
+class Tracer {
+ public:
+  explicit Tracer(int rank) : rank_(rank), start_(std::chrono::steady_clock::now()) {}
+  // Installs recording hooks on `model` and its descendants up to `max_depth` levels below
+  // the root (0 = the root only).
+  void Attach(nn::Module& model, int max_depth);
+  // Writes {"traceEvents": [...]} with one complete ("X") event per recorded call.
+  void Write(const std::string& path) const;
+  size_t events() const { return events_.size(); }
+
+  struct Event {
+    std::string name;
+    std::string type;
+    double start_us = 0;
+    double duration_us = 0;
+  };
+
+ private:
+  friend class TraceHook;
+  double NowUs() const;
+  int rank_;
+  std::chrono::steady_clock::time_point start_;
+  std::vector<Event> events_;
+};
+
+}  // namespace weft::exec
