@@ -14,7 +14,8 @@ grammar WeftPlan;
 
 plan : header section* EOF ;
 
-header : PLAN name=IDENT FOR model=IDENT ;
+// `badFor`: a misspelled `for` (`plan flux fro Model`).
+header : PLAN name=IDENT (FOR | badFor=IDENT) model=IDENT ;
 
 section
   : CONTEXT_PARALLEL LBRACE cpStatement* RBRACE        # contextParallelSection
@@ -38,6 +39,7 @@ shardItem : target EQ? field* ;
 
 target
   : OUTPUT EQ? index=INT                               # outputTarget
+  | badOutput=IDENT index=INT                          # misspelledOutputTarget
   | arg=IDENT LBRACKET index=INT RBRACKET              # elementTarget
   | arg=IDENT                                          # argumentTarget
   ;
@@ -60,7 +62,7 @@ packed : PACKED EQ? LBRACKET (blockSize (COMMA blockSize)* COMMA?)? RBRACKET ;
 blockSize : INT | IDENT ;
 
 // ---- shared ----------------------------------------------------------------------------
-pattern : STRING | UNTERMINATED_STRING ;
+pattern : STRING | UNTERMINATED_STRING | SINGLE_QUOTED ;
 
 word
   : IDENT | PLAN | FOR | CONTEXT_PARALLEL | TENSOR_PARALLEL | SPLIT | GATHER | ATTENTION
@@ -69,7 +71,7 @@ word
 
 // The tail of an unknown statement: everything up to the next statement keyword or word.
 junk
-  : INT | STRING | UNTERMINATED_STRING | OUTPUT | DIM | RANK | OPTIONAL | PACKED | LOCAL
+  : INT | STRING | UNTERMINATED_STRING | SINGLE_QUOTED | OUTPUT | DIM | RANK | OPTIONAL | PACKED | LOCAL
   | LBRACKET | RBRACKET | COMMA | EQ | LBRACE skipped* RBRACE
   ;
 
@@ -105,8 +107,12 @@ INT : [0-9]+ ;
 IDENT : [A-Za-z_] [A-Za-z0-9_]* ;
 // A pattern: module-path glob between double quotes, on one line.
 STRING : '"' ~["\r\n]* '"' ;
-// The same without its closing quote (longest match prefers STRING when the quote is there).
-UNTERMINATED_STRING : '"' ~["\r\n]* ;
+// The same without its closing quote, up to the next blank (patterns hold no blanks), so
+// the rest of the line still parses. Longest match prefers STRING when the quote is there.
+UNTERMINATED_STRING : '"' ~["\r\n \t]* ;
+
+// A pattern in single quotes: diagnosed, but read, so the rest of the rule still parses.
+SINGLE_QUOTED : '\'' ~['\r\n]* '\'' ;
 
 COMMENT : '#' ~[\r\n]* -> channel(HIDDEN) ;
 WS : [ \t\r\n]+ -> skip ;

@@ -122,7 +122,8 @@ void JsonRenderer::Flush() {
     for (size_t i = 1; i < d.messages.size(); ++i) j["notes"].push_back(MessageJson(d.messages[i]));
     doc["diagnostics"].push_back(std::move(j));
   }
-  out_ << doc.dump(2) << '\n';
+  // Replace (never throw on) bytes that are not UTF-8: line_text comes from user files.
+  out_ << doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
   out_.flush();
   buffer_.clear();
 }
@@ -173,7 +174,7 @@ void SarifRenderer::Flush() {
   log["$schema"] = "https://json.schemastore.org/sarif-2.1.0.json";
   log["version"] = "2.1.0";
   log["runs"] = nlohmann::ordered_json::array({std::move(run)});
-  out_ << log.dump(2) << '\n';
+  out_ << log.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
   out_.flush();
   buffer_.clear();
 }

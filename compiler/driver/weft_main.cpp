@@ -10,6 +10,8 @@
 
 namespace weft::driver {
 // Subcommand factories, one per *_command.cpp.
+Command MakeFmtCommand(CLI::App& weft);
+Command MakeDumpCommand(CLI::App& weft);
 }  // namespace weft::driver
 
 int main(int argc, char** argv) {
@@ -18,7 +20,7 @@ int main(int argc, char** argv) {
   weft.set_version_flag("--version", std::string(weft::VersionLine()));
   weft.require_subcommand(0, 1);
 
-  const std::vector<CommandFactory> factories = {};
+  const std::vector<CommandFactory> factories = {MakeFmtCommand, MakeDumpCommand};
   std::vector<Command> commands;
   for (CommandFactory make : factories) commands.push_back(make(weft));
 

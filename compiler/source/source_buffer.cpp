@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 namespace weft::source {
@@ -59,9 +60,11 @@ void SourceBuffer::AnnotateJsonPointer(uint32_t offset, std::string pointer) con
 }
 
 std::optional<std::string> SourceBuffer::JsonPointerAt(uint32_t offset) const {
-  auto it = json_pointers_.find(offset);
-  if (it == json_pointers_.end()) return std::nullopt;
-  return it->second;
+  // The value that starts at or most recently before `offset`: a position inside a string
+  // (a pattern's bad character) belongs to that string.
+  auto it = json_pointers_.upper_bound(offset);
+  if (it == json_pointers_.begin()) return std::nullopt;
+  return std::prev(it)->second;
 }
 
 FileId SourceManager::Add(SourceBuffer buffer) {

@@ -45,7 +45,8 @@ class SourceBuffer {
   // JSON-pointer annotations: the reader of a JSON plan records, for the start offset of
   // every value it visits, that value's RFC 6901 pointer. Empty for DSL files.
   void AnnotateJsonPointer(uint32_t offset, std::string pointer) const;
-  // The pointer recorded for the value starting at `offset`, or nullopt.
+  // The pointer of the value starting at `offset`, or of the last value starting before it
+  // (an offset inside a string); nullopt when nothing was recorded.
   std::optional<std::string> JsonPointerAt(uint32_t offset) const;
 
  private:

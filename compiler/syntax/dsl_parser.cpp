@@ -67,8 +67,8 @@ class OffsetMap {
   std::vector<uint32_t> byte_of_;
 };
 
-// Replaces every byte that is not part of valid UTF-8 by '?' (ANTLR's decoder rejects
-// such input), reporting the first one. Returns the text ANTLR should see.
+// Replaces every byte that is not part of valid UTF-8 (ANTLR's decoder rejects
+// such input) by a blank, reporting the first one. Returns the text ANTLR should see.
 std::string SanitizeUtf8(const source::SourceBuffer& src, diag::Emitter& diags) {
   std::string text = src.text();
   bool reported = false;
@@ -98,7 +98,7 @@ std::string SanitizeUtf8(const source::SourceBuffer& src, diag::Emitter& diags) 
                  "byte that is not UTF-8", "; plans are UTF-8 text");
       reported = true;
     }
-    text[i] = '?';
+    text[i] = ' ';  // reported once above; a blank keeps offsets and adds no error
     ++i;
   }
   return text;
@@ -239,6 +239,16 @@ class AstBuilder {
     if (auto* header = ctx->header()) {
       plan.header_range = Range(header);
       TakeComments(plan.header_range.offset, &plan.comments.leading);
+      if (IsReal(header->badFor)) {
+        std::string word = header->badFor->getText();
+        if (auto match = ClosestMatch(word, {"for"})) {
+          diags_.Emit(Range(header->badFor), MisspelledKeyword, word, *match);
+        } else {
+          diags_.Emit(Range(header->badFor), UnexpectedToken, "`" + word + "`",
+                      "; the header is `plan <name> for <ModelClass>`");
+        }
+        plan.has_error = true;
+      }
       if (IsReal(header->name) && IsReal(header->model)) {
         plan.name = NameOf(header->name);
         plan.model = NameOf(header->model);
@@ -306,6 +316,15 @@ class AstBuilder {
     if (eq == nullptr) return;
     std::string example = keyword + (IsReal(value) ? " " + value->getText() : "");
     diags_.Emit(Range(eq), UnexpectedEquals, "; write `" + example + "`, without `=`");
+  }
+
+  // True when `word` is on the line of the previous unknown statement: the rest of a
+  // statement that was already reported (`splt "" hidden_states dim 1`), not a new one.
+  bool ContinuesUnknown(const antlr4::Token* word) {
+    uint32_t line = Range(word).line;
+    bool continues = line == last_unknown_line_;
+    last_unknown_line_ = line;
+    return continues;
   }
 
   // ---- comments --------------------------------------------------------------------------
@@ -406,6 +425,10 @@ class AstBuilder {
       diags_.Emit(Range(ctx->UNTERMINATED_STRING()), UnterminatedString);
       return std::nullopt;
     }
+    if (antlr4::tree::TerminalNode* quoted = ctx->SINGLE_QUOTED()) {
+      diags_.Emit(src_.RangeAt(src_.id(), Range(quoted).offset, 1), InvalidCharacter, "character `'`", "; patterns are written in double quotes");
+      return std::nullopt;
+    }
     antlr4::tree::TerminalNode* string = ctx->STRING();
     if (string == nullptr || !IsReal(string->getSymbol())) return std::nullopt;
     std::string text = string->getText();
@@ -423,7 +446,7 @@ class AstBuilder {
     TakeComments(rule.range.offset, &rule.comments.leading);
     rule.has_error = Broken(statement);
     if (auto* unknown = dynamic_cast<P::UnknownCpStatementContext*>(statement)) {
-      if (IsReal(unknown->unknown)) {
+      if (IsReal(unknown->unknown) && !ContinuesUnknown(unknown->unknown)) {
         std::string word = unknown->unknown->getText();
         diags_.Emit(Range(unknown->unknown), UnknownStatement, word,
                     SuggestionSuffix(word, kCpStatements));
@@ -506,6 +529,19 @@ class AstBuilder {
       item.target.kind = TargetKind::kOutput;
       ReportEquals(output->EQ(), "output", output->index);
       if (auto index = Int(output->index)) item.target.index = *index; else item.has_error = true;
+    } else if (auto* misspelled = dynamic_cast<P::MisspelledOutputTargetContext*>(target)) {
+      // `outptu 0`: a name followed by an index can only have meant `output N`.
+      std::string word = misspelled->badOutput->getText();
+      if (auto match = ClosestMatch(word, {"output"})) {
+        diags_.Emit(Range(misspelled->badOutput), MisspelledKeyword, word, *match);
+      } else {
+        diags_.Emit(Range(misspelled->badOutput), UnexpectedToken, "`" + word + " " +
+                    misspelled->index->getText() + "`",
+                    "; a tensor is an argument name, `name[i]` or `output i`");
+      }
+      item.target.kind = TargetKind::kOutput;
+      if (auto index = Int(misspelled->index)) item.target.index = *index;
+      item.has_error = true;
     } else if (auto* element = dynamic_cast<P::ElementTargetContext*>(target)) {
       item.target.kind = TargetKind::kArgumentElement;
       item.target.argument = NameOf(element->arg);
@@ -590,7 +626,7 @@ class AstBuilder {
     TakeComments(rule.range.offset, &rule.comments.leading);
     rule.has_error = Broken(statement);
     if (auto* unknown = dynamic_cast<P::UnknownTpStatementContext*>(statement)) {
-      if (IsReal(unknown->unknown)) {
+      if (IsReal(unknown->unknown) && !ContinuesUnknown(unknown->unknown)) {
         std::string word = unknown->unknown->getText();
         diags_.Emit(Range(unknown->unknown), UnknownStyle, word, SuggestionSuffix(word, kTpStyles));
       }
@@ -656,6 +692,7 @@ class AstBuilder {
   size_t next_comment_ = 0;
   Comments* last_ = nullptr;
   uint32_t last_line_ = 0;
+  uint32_t last_unknown_line_ = 0;
 };
 
 std::string CommentText(const std::string& token_text) {

@@ -99,6 +99,7 @@ class JsonPlanReader {
       return it == by_name.end() ? nullptr : it->second;
     }
     bool Has(const std::string& name) const { return by_name.count(name) > 0; }
+    size_t unknown = 0;  // unknown fields already diagnosed
   };
 
   source::SourceRange At(const JsonValue& v) const { return src_.RangeAt(src_.id(), v.offset, v.length); }
@@ -137,6 +138,7 @@ class JsonPlanReader {
       for (const std::string& k : known) is_known |= k == m.key;
       if (!is_known) {
         diags_.Emit(KeyAt(m), JsonUnknownField, m.key, what, SuggestionSuffix(m.key, known));
+        ++fields.unknown;
         continue;
       }
       auto [it, inserted] = fields.by_name.emplace(m.key, &m);
@@ -216,7 +218,10 @@ class JsonPlanReader {
       }
       found = m;
     }
-    if (found == nullptr) diags_.Emit(Brace(object), JsonMissingField, what, BacktickedList(kinds));
+    // An unknown field was most likely meant to be the kind (`"colwis"`); it is reported.
+    if (found == nullptr && fields.unknown == 0) {
+      diags_.Emit(Brace(object), JsonMissingField, what, BacktickedList(kinds));
+    }
     return found;
   }
 
@@ -415,7 +420,12 @@ class JsonPlanReader {
           if (e.type == Type::kString && IsIdentifier(e.text)) {
             size.is_name = true;
             size.name = e.text;
-          } else if (e.type == Type::kNumber && e.is_integer && e.integer >= 0 && e.integer <= kMaxInteger) {
+          } else if (e.type == Type::kNumber && e.is_integer && e.integer >= 0) {
+            if (e.integer > kMaxInteger) {
+              diags_.Emit(At(e), IntegerTooLarge, e.text, kMaxInteger);
+              rule.has_error = true;
+              continue;
+            }
             size.value = e.integer;
           } else {
             diags_.Emit(At(e), JsonWrongType, "packed", e.type == Type::kString ? "`" + e.text + "`" : JsonTypeName(e.type),
