@@ -18,9 +18,9 @@
 // Blocking and errors: every function is collective over the named axes (all ranks of the
 // group must call it with the same options) and blocks until done. Before moving data, each
 // call exchanges a small shape record (one all-gather of kShapeFields int64 per rank; see
-// `exchange_shapes`), so ranks that disagree on B, H, D, dtype, mask presence rules or
-// options all throw the same c10::Error, naming the rank, the call and the disagreeing ranks,
-// instead of hanging. Local errors (a ring mode with a kernel that has no LSE, too much head
+// `exchange_shapes`), so ranks that disagree on B, H, D, the dtype or the options all throw
+// the same c10::Error, naming the rank, the call and the disagreeing ranks, instead of
+// hanging. Local errors (a ring mode with a kernel that has no LSE, too much head
 // padding) are detected before any communication; collective failures surface as
 // dist::DistError from runtime/dist.
 

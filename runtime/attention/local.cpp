@@ -132,6 +132,17 @@ AttentionOutput LocalAttention(const at::Tensor& q, const at::Tensor& k, const a
               "' does not return the log-sum-exp");
   const double scale = ScaleOf(q, options.scale);
   if (k.size(1) == 0 || q.size(1) == 0) return EmptyKeys(q, options.return_lse);
+  // On CPU the checks are cheap: an all-true mask is no mask (the fused kernel is faster
+  // without one), and a block whose keys are all masked needs no kernel at all (ring blocks of
+  // padding). On CUDA they would synchronise, so the mask is always applied there.
+  std::optional<at::Tensor> mask = key_mask;
+  if (mask && mask->device().is_cpu()) {
+    if (mask->all().item<bool>()) {
+      mask.reset();
+    } else if (!mask->any().item<bool>()) {
+      return EmptyKeys(q, options.return_lse);
+    }
+  }
 
   LocalKernel kernel = options.kernel;
   if (kernel == LocalKernel::kAuto) {
@@ -148,7 +159,7 @@ AttentionOutput LocalAttention(const at::Tensor& q, const at::Tensor& k, const a
     case LocalKernel::kFused: {
 #ifdef WEFT_WITH_CUDA
       if (q.device().is_cuda()) {
-        result = CudaFusedAttention(q, k, v, key_mask, scale);
+        result = CudaFusedAttention(q, k, v, mask, scale);
         break;
       }
 #endif
@@ -156,9 +167,9 @@ AttentionOutput LocalAttention(const at::Tensor& q, const at::Tensor& k, const a
                   " in this build");
       // The CPU kernel takes an additive float mask of q's dtype (a bool mask is rejected).
       std::optional<at::Tensor> additive;
-      if (key_mask) {
+      if (mask) {
         additive = at::zeros({k.size(0), 1, 1, k.size(1)}, q.options())
-                       .masked_fill_(key_mask->logical_not().view({k.size(0), 1, 1, k.size(1)}),
+                       .masked_fill_(mask->logical_not().view({k.size(0), 1, 1, k.size(1)}),
                                      kNegInf);
       }
       auto [out, lse] = at::_scaled_dot_product_flash_attention_for_cpu(
@@ -169,22 +180,22 @@ AttentionOutput LocalAttention(const at::Tensor& q, const at::Tensor& k, const a
     }
     case LocalKernel::kMath: {
       const bool low = q.scalar_type() == at::kHalf || q.scalar_type() == at::kBFloat16;
-      result = MathAttention(q, k, v, key_mask, scale, low ? at::kFloat : q.scalar_type(),
+      result = MathAttention(q, k, v, mask, scale, low ? at::kFloat : q.scalar_type(),
                              at::kFloat);
       break;
     }
     case LocalKernel::kNoLse: {
-      std::optional<at::Tensor> mask;
-      if (key_mask) mask = key_mask->view({k.size(0), 1, 1, k.size(1)});
+      std::optional<at::Tensor> bool_mask;
+      if (mask) bool_mask = mask->view({k.size(0), 1, 1, k.size(1)});
       result.out = at::scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
-                                                    v.transpose(1, 2), mask, 0.0, false, scale)
+                                                    v.transpose(1, 2), bool_mask, 0.0, false, scale)
                        .transpose(1, 2);
       break;
     }
     case LocalKernel::kAuto: break;
   }
   if (!options.return_lse) result.lse = at::Tensor();
-  if (key_mask) FixEmptyRows(result, *key_mask);
+  if (mask) FixEmptyRows(result, *mask);
   if (result.lse.defined()) result.lse = result.lse.to(at::kFloat);
   return result;
 }
