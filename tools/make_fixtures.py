@@ -14,6 +14,7 @@ and deterministic.
 """
 import argparse
 import json
+import copy
 import pathlib
 
 import torch
@@ -61,6 +62,25 @@ WAN_TINY = dict(patch_size=[1, 2, 2], num_attention_heads=4, attention_head_dim=
                 qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=1024)
 
 
+def as_loaded_in(model, dtype):
+    """A copy of `model` in `dtype` as diffusers' from_pretrained(torch_dtype=dtype) leaves it:
+    parameters with a dotted name component in _keep_in_fp32_modules stay fp32, and so do the
+    non-persistent buffers (computed at construction, never cast). from_pretrained itself
+    needs `accelerate` for that path, hence the emulation."""
+    keep = set(type(model)._keep_in_fp32_modules or [])
+    loaded = copy.deepcopy(model).eval()
+    buffers = {name: b.clone() for name, b in loaded.named_buffers()}
+    loaded.to(dtype)
+    with torch.no_grad():
+        for name, p in loaded.named_parameters():
+            if keep & set(name.split(".")):
+                p.data = p.data.float()
+        for name, b in buffers.items():
+            module_name, _, buffer_name = name.rpartition(".")
+            setattr(loaded.get_submodule(module_name), buffer_name, b)
+    return loaded
+
+
 def wan_tiny():
     from diffusers import WanTransformer3DModel
 
@@ -84,6 +104,14 @@ def wan_tiny():
     with torch.no_grad():
         extra_output = model(**extra_inputs, return_dict=False)[0]
     extras = {"seq_timestep": (extra_inputs, extra_output)}
+    # The model as from_pretrained(torch_dtype=torch.bfloat16) loads it (bf16, except the
+    # _keep_in_fp32_modules parameters) on bf16-rounded inputs; inputs and output stored as
+    # fp32 holding bf16 values, so a bf16 run can be compared closely.
+    bf16_inputs = {k: v.to(torch.bfloat16) for k, v in inputs.items()}
+    bf16_model = as_loaded_in(model, torch.bfloat16)
+    with torch.no_grad():
+        bf16_output = bf16_model(**bf16_inputs, return_dict=False)[0]
+    extras["bf16"] = ({k: v.float() for k, v in bf16_inputs.items()}, bf16_output.float())
     return "WanTransformer3DModel", config, model, inputs, output, extras
 
 

@@ -342,6 +342,25 @@ Outputs WanTransformer3DModel::Forward(Args& args) {
   return {hidden.flatten(6, 7).flatten(4, 5).flatten(2, 3)};
 }
 
+bool WanKeepsInFp32(const std::string& param_fqn) {
+  static const char* const kKept[] = {"rope", "time_embedder", "scale_shift_table", "norm1", "norm2", "norm3"};
+  size_t start = 0;
+  while (start <= param_fqn.size()) {
+    size_t dot = param_fqn.find('.', start);
+    if (dot == std::string::npos) dot = param_fqn.size();
+    const std::string component = param_fqn.substr(start, dot - start);
+    for (const char* kept : kKept) {
+      if (component == kept) return true;
+    }
+    start = dot + 1;
+  }
+  return false;
+}
+
+void CastWanParameters(nn::Module& model, at::ScalarType dtype) {
+  for (auto& [name, slot] : model.NamedParameters()) *slot = slot->to(WanKeepsInFp32(name) ? at::kFloat : dtype);
+}
+
 WanConfig WanConfigByName(const std::string& name) {
   WanConfig c;
   if (name == "14b") return c;

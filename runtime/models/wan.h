@@ -5,6 +5,8 @@
 // graphs apply unchanged. Covers Wan 2.1 T2V, Wan 2.1 I2V (image context through
 // `added_kv_proj_dim` / `image_dim`) and Wan 2.2 TI2V (per-token timesteps (B, S)).
 
+#include <ATen/core/ScalarType.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -146,6 +148,17 @@ class WanTransformer3DModel : public nn::Module {
  private:
   WanConfig config_;
 };
+
+// diffusers' WanTransformer3DModel._keep_in_fp32_modules: whether the parameter `param_fqn`
+// (e.g. "blocks.3.norm2.weight") has a dotted component rope, time_embedder,
+// scale_shift_table, norm1, norm2 or norm3, and so stays fp32 when diffusers loads the
+// model in half precision (from_pretrained(torch_dtype=...)).
+bool WanKeepsInFp32(const std::string& param_fqn);
+
+// Casts every parameter of `model` to `dtype`, except those WanKeepsInFp32 names, which
+// become fp32: the dtypes from_pretrained(torch_dtype=dtype) gives. Load the checkpoint in
+// fp32 first (nn::LoadWeights(model, files, at::kFloat)), then call this.
+void CastWanParameters(nn::Module& model, at::ScalarType dtype);
 
 // Named configs: "tiny" (tests: 2 blocks, 4 heads x 16, ffn 128, text 32, 4 channels),
 // "tiny-i2v" (tiny with image_dim 24 and added_kv_proj_dim 64), "small" (2 blocks, 8 heads
