@@ -1,6 +1,7 @@
 #include "runtime/models/wan.h"
 
 #include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
 
 #include <memory>
 #include <stdexcept>
@@ -340,6 +341,64 @@ Outputs WanTransformer3DModel::Forward(Args& args) {
   hidden = hidden.reshape({batch, frames, height, width, p[0], p[1], p[2], -1});
   hidden = hidden.permute({0, 7, 1, 4, 2, 5, 3, 6});
   return {hidden.flatten(6, 7).flatten(4, 5).flatten(2, 3)};
+}
+
+WanConfig WanConfigFromJson(const std::string& config_json) {
+  const nlohmann::json json = nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) {
+    throw std::invalid_argument("Wan config.json: not a JSON object");
+  }
+  WanConfig c;
+  auto fail = [](const std::string& key, const std::string& want) {
+    throw std::invalid_argument("Wan config.json: `" + key + "` must be " + want);
+  };
+  auto integer = [&](const char* key, int64_t& field, bool nullable) {
+    auto it = json.find(key);
+    if (it == json.end()) return;
+    if (it->is_null() && nullable) {
+      field = 0;
+    } else if (it->is_number_integer()) {
+      field = it->get<int64_t>();
+    } else {
+      fail(key, nullable ? "an integer or null" : "an integer");
+    }
+  };
+  if (auto it = json.find("_class_name"); it != json.end() && *it != "WanTransformer3DModel") {
+    throw std::invalid_argument("Wan config.json: `_class_name` is " + it->dump() + ", not WanTransformer3DModel");
+  }
+  if (auto it = json.find("patch_size"); it != json.end()) {
+    if (!it->is_array() || it->size() != 3) fail("patch_size", "a list of 3 integers");
+    c.patch_size.clear();
+    for (const auto& v : *it) {
+      if (!v.is_number_integer()) fail("patch_size", "a list of 3 integers");
+      c.patch_size.push_back(v.get<int64_t>());
+    }
+  }
+  integer("num_attention_heads", c.num_attention_heads, false);
+  integer("attention_head_dim", c.attention_head_dim, false);
+  integer("in_channels", c.in_channels, false);
+  integer("out_channels", c.out_channels, true);
+  integer("text_dim", c.text_dim, false);
+  integer("freq_dim", c.freq_dim, false);
+  integer("ffn_dim", c.ffn_dim, false);
+  integer("num_layers", c.num_layers, false);
+  integer("image_dim", c.image_dim, true);
+  integer("added_kv_proj_dim", c.added_kv_proj_dim, true);
+  integer("rope_max_seq_len", c.rope_max_seq_len, false);
+  integer("pos_embed_seq_len", c.pos_embed_seq_len, true);
+  if (auto it = json.find("cross_attn_norm"); it != json.end()) {
+    if (!it->is_boolean()) fail("cross_attn_norm", "true or false");
+    c.cross_attn_norm = it->get<bool>();
+  }
+  if (auto it = json.find("qk_norm"); it != json.end()) {
+    if (!it->is_null() && !it->is_string()) fail("qk_norm", "a string or null");
+    c.qk_norm = it->is_null() ? "" : it->get<std::string>();
+  }
+  if (auto it = json.find("eps"); it != json.end()) {
+    if (!it->is_number()) fail("eps", "a number");
+    c.eps = it->get<double>();
+  }
+  return c;
 }
 
 bool WanKeepsInFp32(const std::string& param_fqn) {

@@ -149,6 +149,12 @@ class WanTransformer3DModel : public nn::Module {
   WanConfig config_;
 };
 
+// The config from a diffusers config.json text (as save_pretrained writes it; keys starting
+// with "_" and unknown keys are ignored, absent keys keep diffusers' defaults, null means
+// unset). Throws std::invalid_argument naming the key for malformed JSON, a wrong value type,
+// a patch_size without 3 entries, or a `_class_name` other than WanTransformer3DModel.
+WanConfig WanConfigFromJson(const std::string& config_json);
+
 // diffusers' WanTransformer3DModel._keep_in_fp32_modules: whether the parameter `param_fqn`
 // (e.g. "blocks.3.norm2.weight") has a dotted component rope, time_embedder,
 // scale_shift_table, norm1, norm2 or norm3, and so stays fp32 when diffusers loads the

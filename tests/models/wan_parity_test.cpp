@@ -185,6 +185,64 @@ TEST(WanParityTest, ConfigsAreNamed) {
   EXPECT_THROW(WanConfigByName("huge"), std::invalid_argument);
 }
 
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void ExpectSameConfig(const WanConfig& got, const WanConfig& want) {
+  EXPECT_EQ(got.patch_size, want.patch_size);
+  EXPECT_EQ(got.num_attention_heads, want.num_attention_heads);
+  EXPECT_EQ(got.attention_head_dim, want.attention_head_dim);
+  EXPECT_EQ(got.in_channels, want.in_channels);
+  EXPECT_EQ(got.out_dim(), want.out_dim());
+  EXPECT_EQ(got.text_dim, want.text_dim);
+  EXPECT_EQ(got.freq_dim, want.freq_dim);
+  EXPECT_EQ(got.ffn_dim, want.ffn_dim);
+  EXPECT_EQ(got.num_layers, want.num_layers);
+  EXPECT_EQ(got.cross_attn_norm, want.cross_attn_norm);
+  EXPECT_EQ(got.eps, want.eps);
+  EXPECT_EQ(got.image_dim, want.image_dim);
+  EXPECT_EQ(got.added_kv_proj_dim, want.added_kv_proj_dim);
+  EXPECT_EQ(got.rope_max_seq_len, want.rope_max_seq_len);
+  EXPECT_EQ(got.pos_embed_seq_len, want.pos_embed_seq_len);
+}
+
+TEST(WanParityTest, ConfigJsonMatchesNamedConfigs) {
+  ExpectSameConfig(WanConfigFromJson(ReadText(kFixtures + "/wan_tiny/config.json")), WanConfigByName("tiny"));
+  ExpectSameConfig(WanConfigFromJson(ReadText(kFixtures + "/wan_tiny_i2v/config.json")), WanConfigByName("tiny-i2v"));
+  // The published 14B config.json (model-configs.md 4a), with nulls as a recent diffusers writes them.
+  const std::string published = R"({
+    "_class_name": "WanTransformer3DModel", "_diffusers_version": "0.35.0.dev0", "added_kv_proj_dim": null,
+    "attention_head_dim": 128, "cross_attn_norm": true, "eps": 1e-06, "ffn_dim": 13824, "freq_dim": 256,
+    "image_dim": null, "in_channels": 16, "num_attention_heads": 40, "num_layers": 40, "out_channels": 16,
+    "patch_size": [1, 2, 2], "pos_embed_seq_len": null, "qk_norm": "rms_norm_across_heads",
+    "rope_max_seq_len": 1024, "text_dim": 4096})";
+  ExpectSameConfig(WanConfigFromJson(published), WanConfigByName("14b"));
+  // Absent keys take diffusers' defaults.
+  WanConfig i2v = WanConfigFromJson(R"({"image_dim": 1280, "added_kv_proj_dim": 5120, "in_channels": 36})");
+  ExpectSameConfig(i2v, WanConfigByName("i2v-14b"));
+}
+
+TEST(WanParityTest, BadConfigJsonIsNamed) {
+  auto message = [](const std::string& text) -> std::string {
+    try {
+      WanConfigFromJson(text);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(message("{"), "Wan config.json: not a JSON object");
+  EXPECT_EQ(message(R"({"patch_size": [1, 2]})"), "Wan config.json: `patch_size` must be a list of 3 integers");
+  EXPECT_EQ(message(R"({"num_layers": "40"})"), "Wan config.json: `num_layers` must be an integer");
+  EXPECT_EQ(message(R"({"num_layers": null})"), "Wan config.json: `num_layers` must be an integer");
+  EXPECT_EQ(message(R"({"_class_name": "FluxTransformer2DModel"})"),
+            "Wan config.json: `_class_name` is \"FluxTransformer2DModel\", not WanTransformer3DModel");
+}
+
 TEST(WanParityTest, RopeSplitsHeadDimLikeDiffusers) {
   WanRotaryPosEmbed rope(128, {1, 2, 2}, 1024);
   EXPECT_EQ(rope.t_dim(), 44);
