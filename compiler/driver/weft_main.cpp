@@ -12,6 +12,9 @@ namespace weft::driver {
 // Subcommand factories, one per *_command.cpp.
 Command MakeFmtCommand(CLI::App& weft);
 Command MakeDumpCommand(CLI::App& weft);
+Command MakeCheckCommand(CLI::App& weft);
+Command MakeCompileCommand(CLI::App& weft);
+Command MakeExplainCommand(CLI::App& weft);
 }  // namespace weft::driver
 
 int main(int argc, char** argv) {
@@ -20,7 +23,8 @@ int main(int argc, char** argv) {
   weft.set_version_flag("--version", std::string(weft::VersionLine()));
   weft.require_subcommand(0, 1);
 
-  const std::vector<CommandFactory> factories = {MakeFmtCommand, MakeDumpCommand};
+  const std::vector<CommandFactory> factories = {MakeFmtCommand,   MakeDumpCommand,    MakeCheckCommand,
+                                                  MakeCompileCommand, MakeExplainCommand};
   std::vector<Command> commands;
   for (CommandFactory make : factories) commands.push_back(make(weft));
 

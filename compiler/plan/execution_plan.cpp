@@ -9,7 +9,7 @@ namespace weft::plan {
 
 std::string Origin::ToString() const {
   if (!Known()) return derived ? "<derived>" : "<unknown>";
-  return file + ":" + std::to_string(line) + ":" + std::to_string(col);
+  return file + ":" + std::to_string(line) + ":" + std::to_string(col) + (derived ? " (derived)" : "");
 }
 
 std::string_view RotateMethodName(RotateMethod m) {

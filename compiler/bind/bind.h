@@ -1,0 +1,37 @@
+#pragma once
+
+// The bind phase: PlanAst + ModelGraph + mesh + workload -> BoundPlan, running every check of
+// design.md 5.2 (each its own diagnostic kind, messages with every number involved).
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/bind/bound_plan.h"
+#include "compiler/diag/emitter.h"
+#include "compiler/model/graph.h"
+#include "compiler/plan/execution_plan.h"
+#include "compiler/syntax/plan_ast.h"
+
+namespace weft::bind {
+
+struct BindOptions {
+  plan::Mesh mesh;            // axes and flags (its world_size is ignored: set from the axes)
+  int64_t world_size = 0;     // when > 0, the product of the mesh axes must equal it
+  std::string workload;       // a workload of the graph
+  std::string plan_file;      // recorded in origins (as the user named the plan file)
+};
+
+// Binds `ast` (which must have no parse errors) against `graph`. Diagnoses every problem it
+// finds (up to the emitter's limit). Returns the BoundPlan when no error was reported,
+// std::nullopt otherwise. The caller checks that the workload exists in the graph.
+std::optional<BoundPlan> Bind(const syntax::PlanAst& ast, const model::ModelGraph& graph,
+                              const BindOptions& options, diag::Emitter& diags);
+
+// Expands a plan pattern (`*` = one path segment, `{a,b}` alternation whose items may contain
+// dots, `{m..n}` integer ranges, "" = the root) into the modules of `graph` it matches, in
+// module order, without duplicates. False with `error` set when the pattern is malformed.
+bool MatchPattern(const model::ModelGraph& graph, const std::string& pattern,
+                  std::vector<model::ModuleId>& out, std::string& error);
+
+}  // namespace weft::bind

@@ -1,0 +1,193 @@
+#include "compiler/lower/lower.h"
+
+#include <algorithm>
+#include <map>
+
+#include "compiler/lower/cost.h"
+#include "compiler/model/graph_json.h"
+
+namespace weft::lower {
+namespace {
+
+// Bytes of `v` held by one rank: tensors with a dim of a split length are divided by the CP
+// degree (they run inside the split region), others are whole.
+int64_t LocalBytes(const model::Value& v, const bind::BoundPlan& b) {
+  if (v.kind == model::Value::Kind::kTuple) {
+    int64_t total = 0;
+    for (const model::Value& e : v.elements) total += LocalBytes(e, b);
+    return total;
+  }
+  if (!v.IsTensor()) return 0;
+  const int64_t bytes = v.Bytes();
+  const int64_t cp = b.mesh.Cp();
+  for (int64_t d : v.shape) {
+    if (cp > 1 && std::binary_search(b.sharded_lengths.begin(), b.sharded_lengths.end(), d)) return bytes / cp;
+  }
+  return bytes;
+}
+
+int64_t CallBytes(const model::Call& call, const bind::BoundPlan& b) {
+  int64_t total = 0;
+  for (const auto& [name, v] : call.args) total += LocalBytes(v, b);
+  for (const model::Value& v : call.outputs) total += LocalBytes(v, b);
+  return total;
+}
+
+}  // namespace
+
+std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::ModelGraph& graph,
+                                         diag::Emitter& diags) {
+  (void)diags;
+  plan::ExecutionPlan p;
+  p.plan_name = b.plan_name;
+  p.plan_file = b.plan_file;
+  p.model_class = b.model_class;
+  p.graph_name = graph.name;
+  p.graph_hash = model::GraphHash(graph);
+  p.mesh = b.mesh;
+  const model::Workload* w = graph.FindWorkload(b.workload);
+  if (w == nullptr) return std::nullopt;
+  p.workload.name = w->name;
+  p.workload.params = w->params;
+  const int64_t cp = b.mesh.Cp();
+  const int64_t T = b.mesh.Tp();
+  const int64_t elem_bytes = 2;  // activations in the graph's (bf16) dtype
+
+  std::map<model::ModuleId, plan::ModuleStep> steps;
+  auto step_of = [&](model::ModuleId id) -> plan::ModuleStep& {
+    auto it = steps.find(id);
+    if (it != steps.end()) return it->second;
+    plan::ModuleStep& s = steps[id];
+    s.module = graph.modules[id].path;
+    const model::ModuleCalls* calls = w->FindCalls(s.module);
+    s.calls = calls != nullptr && !calls->calls.empty() ? static_cast<int64_t>(calls->calls.size()) : 1;
+    if (calls != nullptr && !calls->calls.empty()) s.cost.activation_bytes = CallBytes(calls->calls.front(), b);
+    return s;
+  };
+
+  for (const bind::BoundSplit& s : b.splits) step_of(s.module).splits.push_back(s.split);
+
+  for (const bind::BoundGather& g : b.gathers) {
+    plan::ModuleStep& s = step_of(g.module);
+    s.gathers.push_back(g.gather);
+    const model::ModuleCalls* calls = w->FindCalls(s.module);
+    int64_t bytes = 0;
+    if (calls != nullptr && !calls->calls.empty() &&
+        g.gather.output < static_cast<int64_t>(calls->calls.front().outputs.size())) {
+      bytes = calls->calls.front().outputs[static_cast<size_t>(g.gather.output)].Bytes();
+    }
+    s.cost.collectives.push_back(
+        {plan::CollectiveOp::kAllGather, std::string(plan::kCpGroup), 1, AllGatherBytes(bytes, cp)});
+    if (g.gather.uneven) {
+      // Per-rank lengths are exchanged first: one int64 from every rank.
+      s.cost.collectives.push_back({plan::CollectiveOp::kAllGather, std::string(plan::kCpGroup), 1, 8 * (cp - 1)});
+    }
+  }
+
+  for (const bind::BoundAttention& a : b.attention) {
+    plan::ModuleStep& s = step_of(a.module);
+    plan::Attention at;
+    at.mode = a.context_parallel ? ModeFor(b.mesh.Ulysses(), b.mesh.Ring()) : plan::AttentionMode::kLocal;
+    at.heads = a.heads;
+    at.head_dim = a.head_dim;
+    at.local_heads = a.local_heads > 0 ? a.local_heads : a.heads;
+    at.head_pad = a.head_pad;
+    const bool cpmode = at.mode != plan::AttentionMode::kLocal;
+    at.ulysses = cpmode ? b.mesh.Ulysses() : 1;
+    at.ring = cpmode ? b.mesh.Ring() : 1;
+    at.uneven_sequence = cpmode && (a.q_len % cp != 0 || a.kv_len % cp != 0);
+    at.rotate_method = b.mesh.rotate_method;
+    at.convert_to_fp32 = b.mesh.convert_to_fp32;
+    at.q_len = a.q_len;
+    at.kv_len = a.kv_len;
+    at.origin = a.origin;
+    s.attention = at;
+    if (!cpmode) continue;
+    const model::SiteCalls* calls = w->FindAttention(s.module);
+    if (calls == nullptr) continue;
+    // Sum the site's attention calls into one module call.
+    std::map<std::pair<int, std::string>, plan::Collective> merged;
+    int64_t kv_buffer = 0;
+    for (const model::AttentionCall& c : calls->calls) {
+      AttentionCommInput in;
+      in.batch = c.q.at(0);
+      in.q_len = c.q.at(1);
+      in.kv_len = c.k.at(1);
+      in.heads = at.local_heads;
+      in.head_dim = at.head_dim;
+      in.elem_bytes = elem_bytes;
+      in.ulysses = at.ulysses;
+      in.ring = at.ring;
+      in.uneven_heads = at.head_pad > 0;
+      in.rotate_method = at.rotate_method;
+      for (const plan::Collective& col : AttentionCollectives(in)) {
+        auto key = std::make_pair(static_cast<int>(col.op), col.axis);
+        auto it = merged.find(key);
+        if (it == merged.end()) {
+          merged.emplace(key, col);
+        } else {
+          it->second.count += col.count;
+          it->second.bytes += col.bytes;
+        }
+      }
+      kv_buffer = std::max(kv_buffer, RingKvBufferBytes(in));
+    }
+    const int64_t per_call = std::max<int64_t>(1, s.calls);
+    for (auto& [key, col] : merged) {
+      col.count /= per_call;
+      col.bytes /= per_call;
+      s.cost.collectives.push_back(col);
+    }
+    s.cost.activation_bytes += kv_buffer;
+  }
+
+  int64_t tp_full_bytes = 0;
+  for (const bind::BoundTp& t : b.tp) {
+    plan::ModuleStep& s = step_of(t.module);
+    const model::Module& m = graph.modules[t.module];
+    plan::TensorParallel tp;
+    tp.style = t.style;
+    tp.origin = t.origin;
+    const model::Param* weight = m.FindParam("weight");
+    const bool col = t.style == plan::ShardStyle::kColwise || t.style == plan::ShardStyle::kPackedColwise;
+    if (!t.blocks.empty()) {
+      tp.blocks = t.blocks;
+    } else if (weight != nullptr && weight->shape.size() == 2 && t.style != plan::ShardStyle::kReplicate) {
+      tp.blocks = {col ? weight->shape[0] : weight->shape[1]};
+    }
+    for (const model::Param& param : m.params) {
+      if (param.buffer) continue;
+      plan::ParamShard ps = ShardParam(param.name, param.shape, T > 1 ? t.style : plan::ShardStyle::kReplicate,
+                                       t.blocks, T);
+      s.cost.weight_bytes += Numel(ps.local_shape) * model::DTypeBytes(param.dtype);
+      tp_full_bytes += param.Bytes();
+      tp.params.push_back(std::move(ps));
+    }
+    tp.all_reduce_output =
+        T > 1 && (t.style == plan::ShardStyle::kRowwise || t.style == plan::ShardStyle::kPackedRowwise);
+    if (tp.all_reduce_output) {
+      const model::ModuleCalls* calls = w->FindCalls(s.module);
+      if (calls != nullptr && !calls->calls.empty() && !calls->calls.front().outputs.empty()) {
+        const model::Value& out = calls->calls.front().outputs.front();
+        const int64_t local_elems = LocalBytes(out, b) / std::max<int64_t>(1, model::DTypeBytes(out.dtype));
+        // 2*N*b*(T-1)/T with N the elements this rank all-reduces (B*S_local*d).
+        s.cost.collectives.push_back({plan::CollectiveOp::kAllReduce, std::string(plan::kTpAxis), 1,
+                                      TpAllReduceBytes(1, local_elems, 1, elem_bytes, T)});
+      }
+    }
+    s.tp = std::move(tp);
+  }
+
+  for (auto& [id, s] : steps) p.steps.push_back(std::move(s));
+  plan::SummarizeCost(p, graph.ParamBytes() - tp_full_bytes);
+  // Activation peak over every traced call, not only the modules with a step.
+  int64_t peak = p.cost.activation_bytes;
+  for (const model::ModuleCalls& mc : w->calls) {
+    if (mc.module.empty()) continue;  // the root's inputs/outputs are the whole model's
+    for (const model::Call& c : mc.calls) peak = std::max(peak, CallBytes(c, b));
+  }
+  p.cost.activation_bytes = peak;
+  return p;
+}
+
+}  // namespace weft::lower

@@ -1,0 +1,21 @@
+#pragma once
+
+// The lowering phase: BoundPlan + ModelGraph -> ExecutionPlan. Merges the bound rules per
+// module into concrete steps (module order), resolves attention modes and TP shard layouts to
+// numbers, and fills the cost section with compiler/lower/cost.h.
+
+#include <optional>
+
+#include "compiler/bind/bound_plan.h"
+#include "compiler/diag/emitter.h"
+#include "compiler/model/graph.h"
+#include "compiler/plan/execution_plan.h"
+
+namespace weft::lower {
+
+// `graph` must be the graph `bound` was bound against. Reports nothing today (every check
+// runs in the binder) but takes the emitter so later checks can.
+std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& bound, const model::ModelGraph& graph,
+                                         diag::Emitter& diags);
+
+}  // namespace weft::lower
