@@ -2,6 +2,7 @@
 // merge (simulating R ranks' K/V blocks in every ring order), splits and head padding.
 
 #include "runtime/attention/local.h"
+#include "runtime/attention/attention.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -175,6 +176,15 @@ TEST(Split, TensorSplitRuleAndJointStreams) {
   EXPECT_TRUE(at::equal(joint, at::tensor({2, 3, 104, 105, 106, 107}, at::kLong).view({1, 6})));
 }
 
+std::vector<int64_t> JointSizesOf(const std::vector<int64_t>& streams, int64_t parts) {
+  std::vector<int64_t> total(parts, 0);
+  for (int64_t len : streams) {
+    const std::vector<int64_t> s = SplitSizes(len, parts);
+    for (int64_t j = 0; j < parts; ++j) total[j] += s[j];
+  }
+  return total;
+}
+
 TEST(HeadPadding, PadsAtTheEndAndRejectsAWholeRankOfPadding) {
   const HeadPadding p = PadHeads(30, 8, "ulysses");
   EXPECT_EQ(p.pad, 2);
@@ -193,6 +203,57 @@ TEST(HeadPadding, PadsAtTheEndAndRejectsAWholeRankOfPadding) {
     EXPECT_NE(msg.find("UlyssesAttention on rank 3"), std::string::npos) << msg;
     EXPECT_NE(msg.find("30 heads over ulysses degree 16"), std::string::npos) << msg;
   }
+}
+
+}  // namespace
+}  // namespace weft::runtime
+
+namespace weft::runtime {
+namespace {
+
+// peers-and-limits.md (c), worked case 1: Flux.1-dev 1024^2, S = 4096 + 512, H = 24, D = 128,
+// bf16, 57 attention layers, P = 4: Ulysses 1.21 GB and ring 2.42 GB per rank per forward.
+// The prediction (no shape record, no mask) must equal the closed form exactly.
+TEST(CommPrediction, FluxWorkedCaseMatchesTheReference) {
+  CpAttentionOptions o;
+  o.exchange_shapes = false;
+  for (CpMode mode : {CpMode::kUlysses, CpMode::kRing, CpMode::kUsp}) {
+    CommShape s;
+    s.mode = mode;
+    s.ring = mode == CpMode::kUlysses ? 1 : (mode == CpMode::kUsp ? 2 : 4);
+    s.ulysses = mode == CpMode::kRing ? 1 : (mode == CpMode::kUsp ? 2 : 4);
+    s.batch = 1, s.heads = 24, s.head_dim = 128, s.element_bytes = 2;
+    s.sq = JointSizesOf({512, 4096}, 4);
+    s.skv = s.sq;
+    for (int rank = 0; rank < 4; ++rank) {
+      s.cp_rank = rank;
+      for (RingRotate rotate : {RingRotate::kAllGather, RingRotate::kP2p}) {
+        o.rotate = rotate;
+        const int64_t bytes = PredictComm(s, o).Total().bytes_sent;
+        EXPECT_EQ(bytes, FormulaBytes(mode, s.ring, s.ulysses, 1, 4608, 24, 128, 2))
+            << CpModeName(mode) << " " << RingRotateName(rotate);
+        const double gb_per_forward = 57.0 * static_cast<double>(bytes) / 1e9;
+        if (mode == CpMode::kUlysses) {
+          EXPECT_NEAR(gb_per_forward, 1.21, 0.005);
+        }
+        if (mode == CpMode::kRing) {
+          EXPECT_NEAR(gb_per_forward, 2.42, 0.005);
+        }
+      }
+    }
+  }
+  // Calls: Ulysses packs q, k, v into one all-to-all (+1 back); the allgather ring is one
+  // all-gather; the p2p ring R - 1 send/recv batches.
+  CommShape u;
+  u.mode = CpMode::kUlysses, u.ulysses = 4, u.heads = 24, u.head_dim = 128;
+  u.sq = u.skv = {1152, 1152, 1152, 1152};
+  EXPECT_EQ(PredictComm(u, o).Get(dist::Axis::kUlysses, dist::CommOp::kAllToAll).calls, 2);
+  CommShape r = u;
+  r.mode = CpMode::kRing, r.ring = 4, r.ulysses = 1;
+  o.rotate = RingRotate::kP2p;
+  EXPECT_EQ(PredictComm(r, o).Get(dist::Axis::kRing, dist::CommOp::kSendRecv).calls, 3);
+  o.rotate = RingRotate::kAllGather;
+  EXPECT_EQ(PredictComm(r, o).Get(dist::Axis::kRing, dist::CommOp::kAllGather).calls, 1);
 }
 
 }  // namespace
