@@ -21,7 +21,7 @@ void SortingConsumer::Flush() {
   auto key = [&](const Diagnostic& d) {
     const Location& loc = d.messages.front().loc;
     bool unlocated = loc.line == 0;
-    return std::make_tuple(file_order[loc.file], unlocated, loc.line, loc.col);
+    return std::make_tuple(loc.file.empty(), file_order[loc.file], unlocated, loc.line, loc.col);
   };
   std::stable_sort(buffer_.begin(), buffer_.end(),
                    [&](const Diagnostic& a, const Diagnostic& b) { return key(a) < key(b); });

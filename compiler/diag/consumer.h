@@ -37,7 +37,8 @@ class ErrorTrackingConsumer : public Consumer {
 
 // Buffers diagnostics and, on Flush, forwards them to `next` ordered by file (first
 // appearance), then line, then column (stable, so equal positions keep arrival order).
-// Diagnostics without a line go last. Then flushes `next`.
+// Diagnostics without a line go after their file's, those without a file last. Then
+// flushes `next`.
 class SortingConsumer : public Consumer {
  public:
   explicit SortingConsumer(Consumer& next) : next_(next) {}

@@ -1,0 +1,78 @@
+#include "compiler/source/source_buffer.h"
+
+#include <gtest/gtest.h>
+
+namespace weft::source {
+namespace {
+
+TEST(SourceBufferTest, LineAndColumnAreOneBasedBytes) {
+  SourceBuffer buffer("a.weft", "ab\ncd\r\n\nxyz");
+  EXPECT_EQ(buffer.line_count(), 4u);
+  auto lc = buffer.LineColOf(0);
+  EXPECT_EQ(lc.line, 1u);
+  EXPECT_EQ(lc.col, 1u);
+  lc = buffer.LineColOf(4);  // 'd'
+  EXPECT_EQ(lc.line, 2u);
+  EXPECT_EQ(lc.col, 2u);
+  lc = buffer.LineColOf(buffer.size());  // end of text
+  EXPECT_EQ(lc.line, 4u);
+  EXPECT_EQ(lc.col, 4u);
+  EXPECT_EQ(buffer.LineText(2), "cd");  // without \r\n
+  EXPECT_EQ(buffer.LineText(3), "");
+  EXPECT_EQ(buffer.LineText(4), "xyz");
+  EXPECT_EQ(buffer.LineText(5), "");
+}
+
+TEST(SourceBufferTest, RangeAtClampsToTheText) {
+  SourceBuffer buffer("a.weft", "hello\nworld");
+  SourceRange r = buffer.RangeAt(FileId{0}, 8, 100);
+  EXPECT_EQ(r.offset, 8u);
+  EXPECT_EQ(r.length, 3u);
+  EXPECT_EQ(r.line, 2u);
+  EXPECT_EQ(r.col, 3u);
+  r = buffer.RangeAt(FileId{0}, 500, 2);
+  EXPECT_EQ(r.offset, buffer.size());
+  EXPECT_EQ(r.length, 0u);
+}
+
+TEST(SourceBufferTest, CoverSpansBothRanges) {
+  SourceBuffer buffer("a.weft", "split \"x\" y dim 1");
+  SourceRange a = buffer.RangeAt(FileId{0}, 0, 5);
+  SourceRange b = buffer.RangeAt(FileId{0}, 12, 3);
+  SourceRange c = Cover(a, b);
+  EXPECT_EQ(c.offset, 0u);
+  EXPECT_EQ(c.length, 15u);
+  EXPECT_EQ(Cover(SourceRange{}, b).offset, 12u);
+}
+
+TEST(SourceBufferTest, JsonPointerAnnotationsFindTheEnclosingValue) {
+  SourceBuffer buffer("a.json", R"({"a": "xyz"})");
+  EXPECT_FALSE(buffer.JsonPointerAt(0).has_value());
+  buffer.AnnotateJsonPointer(0, "/");
+  buffer.AnnotateJsonPointer(6, "/a");
+  EXPECT_EQ(*buffer.JsonPointerAt(0), "/");
+  EXPECT_EQ(*buffer.JsonPointerAt(6), "/a");
+  EXPECT_EQ(*buffer.JsonPointerAt(8), "/a");  // inside the string
+}
+
+TEST(SourceManagerTest, AssignsIdsAndKeepsBuffersInPlace) {
+  SourceManager sources;
+  FileId a = sources.Add(SourceBuffer("a.weft", "a"));
+  const SourceBuffer* first = &sources.Get(a);
+  FileId b = sources.Add(SourceBuffer("b.weft", "b"));
+  EXPECT_NE(a, b);
+  EXPECT_EQ(&sources.Get(a), first);
+  EXPECT_EQ(sources.Get(b).filename(), "b.weft");
+  EXPECT_EQ(sources.Get(b).id(), b);
+  EXPECT_EQ(sources.Find(FileId{}), nullptr);
+  EXPECT_EQ(sources.Find(FileId{7}), nullptr);
+}
+
+TEST(SourceBufferTest, FromFileReportsMissingFiles) {
+  std::string error;
+  EXPECT_FALSE(SourceBuffer::FromFile("/nonexistent/plan.weft", &error).has_value());
+  EXPECT_NE(error.find("cannot open `/nonexistent/plan.weft`"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace weft::source
