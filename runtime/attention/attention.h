@@ -121,7 +121,9 @@ struct CommShape {
   int64_t element_bytes = 4;     // bytes per element of q/k/v
   std::vector<int64_t> sq;       // query length of every CP rank, in CP rank order
   std::vector<int64_t> skv;      // key length of every CP rank
-  bool mask = false;             // some rank has a mask with a false entry (masks then move)
+  // Masks move: with exchange_shapes, when some rank's mask has a false entry; without it,
+  // whenever a mask is passed.
+  bool mask = false;
 };
 
 // The calls and bytes this rank sends in one call with `options`, in runtime/dist's counting
