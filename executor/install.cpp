@@ -4,10 +4,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <memory>
 
 #include "executor/cp_hooks.h"
 #include "executor/exec_error.h"
+#include "executor/tp_shard.h"
+#include "runtime/nn/layers.h"
+#include "runtime/nn/load_weights.h"
 #include "runtime/nn/attention_site.h"
 
 namespace weft::exec {
@@ -23,7 +27,74 @@ void CheckMesh(const plan::ExecutionPlan& plan, const dist::DistContext& ctx) {
   }
 }
 
+// Rowwise tensor parallelism: every rank holds a slice of the input features, so forward
+// gives partial sums; they are all-reduced over the tp axis and the bias is added once.
+class RowwiseReduceHook : public nn::Hook {
+ public:
+  RowwiseReduceHook(at::Tensor bias, plan::Origin origin, dist::DistContext& ctx)
+      : bias_(std::move(bias)), origin_(std::move(origin)), ctx_(ctx) {}
+  void PostForward(nn::Module& module, const nn::Args&, nn::Outputs& outputs) override {
+    at::Tensor out = nn::OutputTensor(outputs, 0, module).contiguous();
+    try {
+      ctx_.AllReduce(dist::Axis::kTp, out);
+    } catch (const std::exception& e) {
+      throw ExecError(Where(ctx_, module.fqn(), origin_) + ": rowwise all-reduce failed: " + e.what());
+    }
+    outputs[0] = bias_.defined() ? out + bias_ : out;
+  }
+
+ private:
+  at::Tensor bias_;
+  plan::Origin origin_;
+  dist::DistContext& ctx_;
+};
+
+// Shards one Linear's parameters (or checks that they are shards) and, for rowwise styles,
+// moves its bias after an all-reduce hook. Returns the local bytes of its sharded parameters.
+int64_t InstallTensorParallel(const plan::ModuleStep& step, nn::Module& module, dist::DistContext& ctx,
+                              const std::map<std::string, ShardSpec>& specs, const InstallOptions& options) {
+  const plan::TensorParallel& tp = *step.tp;
+  auto* linear = dynamic_cast<nn::Linear*>(&module);
+  if (linear == nullptr) {
+    throw ExecError(Where(ctx, step.module, tp.origin) + ": " + std::string(plan::ShardStyleName(tp.style)) +
+                    " applies to Linear layers, but this module is a " + module.type());
+  }
+  int64_t bytes = 0;
+  for (auto& [name, param] : module.parameters()) {
+    const std::string fqn = step.module.empty() ? name : step.module + "." + name;
+    auto spec = specs.find(fqn);
+    if (spec == specs.end()) continue;
+    at::Tensor& slot = module.Parameter(name);
+    if (slot.is_meta()) {
+      throw ExecError(Where(ctx, step.module, tp.origin) + ": parameter `" + fqn + "` has no value (load weights first)");
+    }
+    if (options.weights_already_sharded) {
+      if (slot.size(spec->second.dim) != spec->second.LocalSize()) {
+        throw ExecError(Where(ctx, step.module, tp.origin) + ": parameter `" + fqn + "` has extent " +
+                        std::to_string(slot.size(spec->second.dim)) + " along dim " + std::to_string(spec->second.dim) +
+                        " but this rank's shard should have " + std::to_string(spec->second.LocalSize()));
+      }
+    } else {
+      slot = ShardTensor(slot, spec->second, fqn);
+    }
+    bytes += slot.numel() * slot.element_size();
+  }
+  if (tp.style == plan::ShardStyle::kRowwise || tp.style == plan::ShardStyle::kPackedRowwise) {
+    module.AddHook(std::make_shared<RowwiseReduceHook>(linear->DetachBias(), tp.origin, ctx));
+  }
+  return bytes;
+}
+
 }  // namespace
+
+void LoadPlannedWeights(const plan::ExecutionPlan& plan, nn::Module& model, const dist::DistContext& ctx,
+                        const std::vector<const io::SafetensorsFile*>& files, at::ScalarType dtype) {
+  const std::map<std::string, ShardSpec> specs = ShardSpecs(plan, ctx.AxisRank(dist::Axis::kTp));
+  nn::LoadWeights(model, files, dtype, [&](const io::SafetensorsFile& file, const std::string& key, at::ScalarType type) {
+    auto spec = specs.find(key);
+    return spec == specs.end() ? at::Tensor() : LoadShard(file, key, spec->second, type);
+  });
+}
 
 void CheckSameOnAllRanks(dist::DistContext& ctx, const std::string& what, const std::string& hash) {
   at::Tensor mine = at::zeros({kHashBytes}, at::kByte);
@@ -52,6 +123,7 @@ InstalledPlan Install(const plan::ExecutionPlan& plan, nn::Module& model, dist::
   }
   CheckMesh(plan, ctx);
   const bool uneven = plan.mesh.Uneven();
+  const std::map<std::string, ShardSpec> specs = ShardSpecs(plan, ctx.AxisRank(dist::Axis::kTp));
 
   InstalledPlan installed;
   for (const plan::ModuleStep& step : plan.steps) {
@@ -89,8 +161,9 @@ InstalledPlan Install(const plan::ExecutionPlan& plan, nn::Module& model, dist::
       installed.lines.push_back(step.module + ": attention " + site->kernel().Name());
     }
     if (step.tp && step.tp->style != plan::ShardStyle::kReplicate && plan.mesh.Tp() > 1) {
-      throw ExecError(Where(ctx, step.module, step.tp->origin) +
-                      ": tensor-parallel steps are not supported by this executor yet");
+      installed.sharded_param_bytes += InstallTensorParallel(step, *module, ctx, specs, options);
+      ++installed.tp_modules;
+      installed.lines.push_back(step.module + ": " + std::string(plan::ShardStyleName(step.tp->style)));
     }
   }
   return installed;

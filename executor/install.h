@@ -8,6 +8,7 @@
 
 #include "compiler/plan/execution_plan.h"
 #include "runtime/dist/dist_context.h"
+#include "runtime/io/safetensors.h"
 #include "runtime/nn/module.h"
 
 namespace weft::exec {
@@ -20,6 +21,10 @@ struct InstallOptions {
   // Graph hash of the model being installed on (its weft.graph/1 structure). When set and
   // the plan names a graph hash, they must be equal.
   std::string model_graph_hash;
+  // The model's tensor-parallel parameters already hold this rank's shards (loaded with
+  // LoadPlannedWeights' streaming path); Install then only checks their shapes. Otherwise
+  // Install slices the full parameters in place.
+  bool weights_already_sharded = false;
 };
 
 // What was installed, for reports and tests.
@@ -28,6 +33,8 @@ struct InstalledPlan {
   int gather_hooks = 0;
   int cp_attention_sites = 0;
   int local_attention_sites = 0;
+  int tp_modules = 0;
+  int64_t sharded_param_bytes = 0;     // this rank's bytes of tensor-parallel parameters
   // One line per step: "transformer_blocks.0.attn: attention usp(p2p)".
   std::vector<std::string> lines;
 };
@@ -40,7 +47,14 @@ struct InstalledPlan {
 InstalledPlan Install(const plan::ExecutionPlan& plan, nn::Module& model, dist::DistContext& ctx,
                       const InstallOptions& options = {});
 
-// Removes every hook and resets every attention site to local attention.
+// Loads `files` into `model` for `plan` on this rank: tensor-parallel parameters are read as
+// this rank's shard only (one slice read per block, never the full tensor), the rest whole.
+// Install with weights_already_sharded afterwards.
+void LoadPlannedWeights(const plan::ExecutionPlan& plan, nn::Module& model, const dist::DistContext& ctx,
+                        const std::vector<const io::SafetensorsFile*>& files, at::ScalarType dtype);
+
+// Removes every hook and resets every attention site to local attention. Tensor-parallel
+// shards stay: to run unsharded again, reload the weights.
 void Uninstall(nn::Module& model);
 
 // Compares `hash` across every rank of the world (one all-gather of 64 bytes). Throws

@@ -70,8 +70,6 @@ nn::Module& BuildModel(const JobOptions& options, std::unique_ptr<nn::Module>& h
   return *holder;
 }
 
-nn::Args ToArgs(const nn::Args& args) { return args; }
-
 }  // namespace
 
 JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const JobOptions& options) {
@@ -88,13 +86,13 @@ JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const 
 
   JobResult result;
   at::Tensor output;
-  for (int i = 0; i < options.warmup; ++i) output = Forward(model, ToArgs(inputs));
+  for (int i = 0; i < options.warmup; ++i) output = Forward(model, inputs);
   ctx.Barrier(dist::Axis::kWorld);
   const dist::CommCounters before = ctx.counters();
   dist::CommCounters one_forward;
   for (int i = 0; i < std::max(1, options.iters); ++i) {
     const auto start = Clock::now();
-    output = Forward(model, ToArgs(inputs));
+    output = Forward(model, inputs);
     result.latencies_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
     if (i == 0) {
       // Collectives of exactly one forward: the counters' difference across it.
@@ -119,7 +117,7 @@ JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const 
     const bool tp = plan.mesh.Tp() > 1;
     result.tolerance = options.tolerance.value_or(options.dtype == at::kFloat ? (tp ? 1e-4 : 1e-5) : 2e-2);
     Uninstall(model);
-    at::Tensor reference = Forward(model, ToArgs(inputs));
+    at::Tensor reference = Forward(model, inputs);
     if (reference.sizes() != output.sizes()) {
       throw ExecError("rank " + std::to_string(ctx.rank()) + ": sharded output " + c10::str(output.sizes()) +
                       " but unsharded output " + c10::str(reference.sizes()) + " (does the plan gather the output?)");

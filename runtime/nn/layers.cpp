@@ -7,7 +7,7 @@
 namespace weft::nn {
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool bias)
-    : Module("Linear"), in_features_(in_features), out_features_(out_features), has_bias_(bias) {
+    : Module("Linear"), in_features_(in_features), out_features_(out_features), has_bias_(bias), bias_in_forward_(bias) {
   AddParameter("weight", {out_features, in_features});
   if (bias) AddParameter("bias", {out_features});
 }
@@ -20,13 +20,19 @@ Outputs Linear::Forward(Args& args) {
                                 " but weight is [" + std::to_string(weight.size(0)) + ", " +
                                 std::to_string(weight.size(1)) + "]");
   }
-  return {has_bias_ ? at::linear(x, weight, Parameter("bias")) : at::linear(x, weight)};
+  return {bias_in_forward_ ? at::linear(x, weight, Parameter("bias")) : at::linear(x, weight)};
+}
+
+at::Tensor Linear::DetachBias() {
+  if (!has_bias_) return {};
+  bias_in_forward_ = false;
+  return Parameter("bias");
 }
 
 LayerNorm::LayerNorm(int64_t dim, double eps, bool elementwise_affine)
     : Module("LayerNorm"), dim_(dim), eps_(eps), affine_(elementwise_affine) {
   if (affine_) {
-    AddParameter("weight", {dim}).fill_(1.0);
+    AddParameter("weight", {dim});
     AddParameter("bias", {dim});
   }
 }
@@ -39,7 +45,7 @@ Outputs LayerNorm::Forward(Args& args) {
 
 RMSNorm::RMSNorm(int64_t dim, double eps, bool elementwise_affine, Flavour flavour)
     : Module("RMSNorm"), dim_(dim), eps_(eps), affine_(elementwise_affine), flavour_(flavour) {
-  if (affine_) AddParameter("weight", {dim}).fill_(1.0);
+  if (affine_) AddParameter("weight", {dim});
 }
 
 Outputs RMSNorm::Forward(Args& args) {

@@ -23,11 +23,15 @@ class Linear : public Module {
   int64_t in_features() const { return in_features_; }
   int64_t out_features() const { return out_features_; }
   bool has_bias() const { return has_bias_; }
+  // Stops forward from adding the bias and returns it (a rowwise tensor-parallel layer adds
+  // it once, after the all-reduce of the partial products). The parameter stays registered.
+  at::Tensor DetachBias();
 
  private:
   int64_t in_features_;
   int64_t out_features_;
   bool has_bias_;
+  bool bias_in_forward_;
 };
 
 // torch.nn.LayerNorm over the last dim; `weight`/`bias` only when elementwise_affine.

@@ -17,7 +17,8 @@ std::string Shape(at::IntArrayRef sizes) {
 
 }  // namespace
 
-void LoadWeights(Module& model, const std::vector<const io::SafetensorsFile*>& files, at::ScalarType dtype) {
+void LoadWeights(Module& model, const std::vector<const io::SafetensorsFile*>& files, at::ScalarType dtype,
+                 const ShardLoader& load_shard) {
   // Where each checkpoint key lives.
   std::map<std::string, const io::SafetensorsFile*> available;
   std::vector<std::string> duplicated;
@@ -38,7 +39,8 @@ void LoadWeights(Module& model, const std::vector<const io::SafetensorsFile*>& f
       mismatched.push_back(name + ": checkpoint " + Shape(info.shape) + " (" + it->second->path() + "), model " +
                            Shape(slot->sizes()));
     } else {
-      *slot = it->second->Load(name, dtype);
+      at::Tensor shard = load_shard ? load_shard(*it->second, name, dtype) : at::Tensor();
+      *slot = shard.defined() ? shard : it->second->Load(name, dtype);
     }
     available.erase(it);
   }

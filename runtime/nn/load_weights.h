@@ -4,6 +4,7 @@
 
 #include <ATen/core/ScalarType.h>
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -24,7 +25,14 @@ class WeightsError : public std::runtime_error {
 // shards, as diffusers' index files do), converted to `dtype`. Every parameter must be found
 // exactly once with its exact shape, and every tensor in the files must be a parameter;
 // otherwise throws WeightsError naming the keys.
-void LoadWeights(Module& model, const std::vector<const io::SafetensorsFile*>& files, at::ScalarType dtype);
+//
+// `load_shard`, when given, is asked first for every parameter: it returns this rank's shard
+// read straight from the file (tensor parallelism's streaming load) or an undefined tensor
+// to load the parameter whole.
+using ShardLoader =
+    std::function<at::Tensor(const io::SafetensorsFile& file, const std::string& key, at::ScalarType dtype)>;
+void LoadWeights(Module& model, const std::vector<const io::SafetensorsFile*>& files, at::ScalarType dtype,
+                 const ShardLoader& load_shard = nullptr);
 
 // Casts every parameter of `model` to `dtype` (for randomly initialised models).
 void CastParameters(Module& model, at::ScalarType dtype);

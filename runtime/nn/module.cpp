@@ -80,7 +80,7 @@ at::Tensor& Module::AddParameter(const std::string& name, at::IntArrayRef shape)
   for (const auto& entry : parameters_) {
     if (entry.first == name) throw std::logic_error(fqn_ + ": duplicate parameter `" + name + "`");
   }
-  parameters_.emplace_back(name, at::zeros(shape, at::kFloat));
+  parameters_.emplace_back(name, at::empty(shape, at::TensorOptions().dtype(at::kFloat).device(at::kMeta)));
   return parameters_.back().second;
 }
 

@@ -97,7 +97,10 @@ class Module {
   // The module at `fqn` relative to this one ("" is this one), or nullptr.
   Module* Find(const std::string& fqn);
 
-  // Registers a parameter (zero-initialised) and returns a reference to its tensor slot.
+  // Registers a parameter and returns a reference to its tensor slot. The slot starts as an
+  // fp32 tensor on the meta device (shape only, no memory): weights are materialised by
+  // loading or randomizing them, so a rank never holds the full tensor of a parameter it
+  // will only keep a shard of.
   at::Tensor& AddParameter(const std::string& name, at::IntArrayRef shape);
   // The parameter slot `name`; throws if absent.
   at::Tensor& Parameter(const std::string& name);

@@ -19,9 +19,9 @@ class Toy : public Module {
   Toy() : Module("Toy") {
     AddChild("first", std::make_unique<Linear>(4, 4, /*bias=*/false));
     AddChild("second", std::make_unique<Linear>(4, 2, /*bias=*/true));
-    Child("first")->Parameter("weight").copy_(at::eye(4));
-    Child("second")->Parameter("weight").copy_(at::ones({2, 4}));
-    Child("second")->Parameter("bias").fill_(1);
+    Child("first")->Parameter("weight") = at::eye(4);
+    Child("second")->Parameter("weight") = at::ones({2, 4});
+    Child("second")->Parameter("bias") = at::ones({2});
   }
   std::vector<std::string> Signature() const override { return {"x", "scale"}; }
   Outputs Forward(Args& args) override {
@@ -113,6 +113,12 @@ TEST(ModuleTest, UnknownArgumentIsAnError) {
   } catch (const std::invalid_argument& e) {
     EXPECT_STREQ(e.what(), "module `` (Toy) has no forward argument `sclae`");
   }
+}
+
+TEST(ModuleTest, ParametersStartUnmaterialised) {
+  Linear linear(4, 3);
+  EXPECT_TRUE(linear.Parameter("weight").is_meta());
+  EXPECT_EQ(linear.Parameter("weight").sizes(), (std::vector<int64_t>{3, 4}));
 }
 
 TEST(ModuleTest, LinearReportsWidthMismatch) {

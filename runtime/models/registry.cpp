@@ -1,0 +1,126 @@
+#include "runtime/models/registry.h"
+
+#include <ATen/ATen.h>
+
+#include <stdexcept>
+
+#include "runtime/models/flux.h"
+#include "runtime/models/wan.h"
+
+namespace weft::models {
+namespace {
+
+const char* const kKnown = "known models: flux:{tiny,small,dev,schnell}, wan:{tiny,tiny-i2v,small,1.3b,14b,i2v-14b,ti2v-5b}";
+
+int64_t Or(int64_t value, int64_t fallback) { return value > 0 ? value : fallback; }
+
+}  // namespace
+
+ModelSpec ParseModelSpec(const std::string& text) {
+  ModelSpec spec;
+  const size_t colon = text.find(':');
+  spec.family = text.substr(0, colon);
+  spec.config = colon == std::string::npos ? "tiny" : text.substr(colon + 1);
+  if (spec.family != "flux" && spec.family != "wan") {
+    throw std::invalid_argument("unknown model `" + text + "`; " + kKnown);
+  }
+  return spec;
+}
+
+std::unique_ptr<nn::Module> CreateModel(const ModelSpec& spec) {
+  try {
+    if (spec.family == "flux") return std::make_unique<FluxTransformer2DModel>(FluxConfigByName(spec.config));
+    if (spec.family == "wan") return std::make_unique<WanTransformer3DModel>(WanConfigByName(spec.config));
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("model `" + spec.ToString() + "`: " + e.what());
+  }
+  throw std::invalid_argument("unknown model `" + spec.ToString() + "`; " + kKnown);
+}
+
+std::string FamilyOfClass(const std::string& class_name) {
+  if (class_name == "FluxTransformer2DModel") return "flux";
+  if (class_name == "WanTransformer3DModel") return "wan";
+  return "";
+}
+
+std::string Workload::ToString() const {
+  std::string s = "batch=" + std::to_string(batch);
+  if (frames > 0) s += ",frames=" + std::to_string(frames);
+  s += ",height=" + std::to_string(height) + ",width=" + std::to_string(width) + ",text=" + std::to_string(text);
+  return s;
+}
+
+Workload ParseWorkload(const std::string& text) {
+  Workload w;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    start = comma == std::string::npos ? text.size() : comma + 1;
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    int64_t value = 0;
+    try {
+      size_t used = 0;
+      value = eq == std::string::npos ? 0 : std::stoll(item.substr(eq + 1), &used);
+      if (eq == std::string::npos || used != item.size() - eq - 1) value = 0;
+    } catch (const std::exception&) {
+      value = 0;
+    }
+    if (value <= 0) throw std::invalid_argument("workload item `" + item + "`: expected key=positive integer");
+    if (key == "batch") w.batch = value;
+    else if (key == "frames") w.frames = value;
+    else if (key == "height") w.height = value;
+    else if (key == "width") w.width = value;
+    else if (key == "text") w.text = value;
+    else throw std::invalid_argument("unknown workload key `" + key + "` (known: batch, frames, height, width, text)");
+  }
+  return w;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> ExampleInputs(const nn::Module& model, const Workload& workload,
+                                                              uint64_t seed) {
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  auto randn = [&](at::IntArrayRef shape) { return at::normal(0.0, 1.0, shape, gen, at::TensorOptions().dtype(at::kFloat)); };
+  const int64_t b = workload.batch;
+  if (const auto* flux = dynamic_cast<const FluxTransformer2DModel*>(&model)) {
+    const FluxConfig& c = flux->config();
+    const bool tiny = c.inner_dim() <= 64;
+    const bool real = c.inner_dim() >= 3072;
+    const int64_t h = Or(workload.height, tiny ? 8 : real ? 64 : 32);
+    const int64_t w = Or(workload.width, tiny ? 8 : real ? 64 : 32);
+    const int64_t text = Or(workload.text, tiny ? 16 : real ? 512 : 256);
+    at::Tensor rows = at::arange(h, at::kFloat).unsqueeze(1).expand({h, w});
+    at::Tensor cols = at::arange(w, at::kFloat).unsqueeze(0).expand({h, w});
+    at::Tensor img_ids = at::stack({at::zeros({h, w}), rows, cols}, -1).reshape({h * w, 3});
+    std::vector<std::pair<std::string, at::Tensor>> inputs = {
+        {"hidden_states", randn({b, h * w, c.in_channels})},
+        {"encoder_hidden_states", randn({b, text, c.joint_attention_dim})},
+        {"pooled_projections", randn({b, c.pooled_projection_dim})},
+        {"timestep", at::linspace(0.2, 0.8, b)},
+        {"img_ids", img_ids},
+        {"txt_ids", at::zeros({text, 3})},
+    };
+    if (c.guidance_embeds) inputs.emplace_back("guidance", at::full({b}, 3.5));
+    return inputs;
+  }
+  if (const auto* wan = dynamic_cast<const WanTransformer3DModel*>(&model)) {
+    const WanConfig& c = wan->config();
+    const bool tiny = c.inner_dim() <= 64;
+    const bool real = c.inner_dim() >= 1536;
+    const int64_t f = Or(workload.frames, tiny ? 2 : real ? 21 : 3);
+    const int64_t h = Or(workload.height, tiny ? 8 : real ? 60 : 32);
+    const int64_t w = Or(workload.width, tiny ? 8 : real ? 104 : 32);
+    const int64_t text = Or(workload.text, tiny ? 8 : real ? 512 : 128);
+    std::vector<std::pair<std::string, at::Tensor>> inputs = {
+        {"hidden_states", randn({b, c.in_channels, f, h, w})},
+        {"timestep", at::linspace(100, 900, b)},
+        {"encoder_hidden_states", randn({b, text, c.text_dim})},
+    };
+    if (c.image_dim > 0) inputs.emplace_back("encoder_hidden_states_image", randn({b, 257, c.image_dim}));
+    return inputs;
+  }
+  throw std::invalid_argument("no example inputs for " + model.type());
+}
+
+}  // namespace weft::models

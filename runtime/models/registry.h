@@ -1,0 +1,55 @@
+#pragma once
+
+// The built-in models by name ("flux:tiny", "wan:1.3b" ...) and seeded example inputs for
+// them, so weft-run can run a model with no checkpoint and no input files.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/nn/module.h"
+
+namespace weft::models {
+
+// "family:config", e.g. "flux:tiny". Families: flux, wan.
+struct ModelSpec {
+  std::string family;
+  std::string config;
+  std::string ToString() const { return family + ":" + config; }
+};
+
+// Parses "family:config" (a bare family means its "tiny" config). Throws
+// std::invalid_argument naming the known families and configs.
+ModelSpec ParseModelSpec(const std::string& text);
+
+// Builds the model with zero parameters (load weights or randomize them next). Throws
+// std::invalid_argument for an unknown family or config.
+std::unique_ptr<nn::Module> CreateModel(const ModelSpec& spec);
+
+// The family of a diffusers class name ("FluxTransformer2DModel" -> "flux"), or "".
+std::string FamilyOfClass(const std::string& class_name);
+
+// The size of the example inputs, in latent tokens. Zero fields take the model's defaults
+// (tiny: Flux 8x8 image + 16 text tokens, Wan 2x8x8 latent + 8 text; small: Flux 32x32 +
+// 256 text, the benchmark model; real configs: Flux 1024x1024 (64x64 + 512), Wan 832x480x81).
+struct Workload {
+  int64_t batch = 1;
+  int64_t frames = 0;    // latent frames (video models)
+  int64_t height = 0;    // latent tokens (Flux) or latent pixels (Wan: patches are 2x2)
+  int64_t width = 0;
+  int64_t text = 0;      // text tokens
+  std::string ToString() const;
+};
+
+// Parses "batch=2,height=32,width=32,text=256,frames=3" (any subset). Throws
+// std::invalid_argument on an unknown key or a non-positive value.
+Workload ParseWorkload(const std::string& text);
+
+// Seeded random inputs for `model` (a model built by CreateModel) at `workload`, keyed by
+// forward argument name; identical on every rank for the same seed. Throws
+// std::invalid_argument for a model type without an input recipe.
+std::vector<std::pair<std::string, at::Tensor>> ExampleInputs(const nn::Module& model, const Workload& workload,
+                                                              uint64_t seed);
+
+}  // namespace weft::models
