@@ -257,6 +257,8 @@ int LauncherMain(const Args& a, char** argv, int argc) {
   };
   std::vector<Row> rows;
   std::map<int64_t, double> local_ms;
+  double load_start[3] = {0, 0, 0};
+  ::getloadavg(load_start, 3);
   for (int64_t seq : a.seq) {
     std::vector<int> worlds{1};
     worlds.insert(worlds.end(), a.nproc.begin(), a.nproc.end());
@@ -295,11 +297,15 @@ int LauncherMain(const Args& a, char** argv, int argc) {
       }
     }
   }
-  std::printf("B=%lld H=%lld D=%lld dtype=%s, %u cores, iters=%d (median), warmup=%d\n\n",
+  double load_end[3] = {0, 0, 0};
+  ::getloadavg(load_end, 3);
+  std::printf("B=%lld H=%lld D=%lld dtype=%s, %u cores, iters=%d (median), warmup=%d; "
+              "1-min load average %.1f at start, %.1f at end (other work on the machine skews "
+              "times, not bytes or memory)\n\n",
               static_cast<long long>(a.batch), static_cast<long long>(a.heads),
               static_cast<long long>(a.head_dim), a.dtype.c_str(),
               std::max(1u, static_cast<unsigned>(sysconf(_SC_NPROCESSORS_ONLN))), a.iters,
-              a.warmup);
+              a.warmup, load_start[0], load_end[0]);
   std::printf("| S | ranks | mode | time ms | vs local | calls | bytes sent/rank (max) | formula "
               "min | bytes/formula | peak tensor MiB/rank (max) |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
