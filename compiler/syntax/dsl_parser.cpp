@@ -15,6 +15,7 @@
 #include "compiler/syntax/pattern_check.h"
 #include "compiler/syntax/spelling.h"
 #include "compiler/syntax/structure_check.h"
+#include "compiler/syntax/utf8.h"
 
 namespace weft::syntax {
 namespace {
@@ -74,21 +75,8 @@ std::string SanitizeUtf8(const source::SourceBuffer& src, diag::Emitter& diags) 
   bool reported = false;
   size_t i = 0;
   while (i < text.size()) {
-    unsigned char c = static_cast<unsigned char>(text[i]);
-    size_t length = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    bool ok = length != 0 && i + length <= text.size();
-    for (size_t k = 1; ok && k < length; ++k) {
-      ok = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
-    }
-    if (ok && length > 1) {
-      // Reject overlong forms, surrogates and values past U+10FFFF.
-      uint32_t cp = c & (length == 2 ? 0x1F : length == 3 ? 0x0F : 0x07);
-      for (size_t k = 1; k < length; ++k) {
-        cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
-      }
-      const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
-      ok = cp >= min[length] && !(cp >= 0xD800 && cp <= 0xDFFF) && cp <= 0x10FFFF;
-    }
+    size_t length = Utf8SequenceLength(text, i);
+    bool ok = length > 0;
     if (ok) {
       i += length;
       continue;

@@ -181,17 +181,30 @@ class JsonPlanReader {
     return IntLit{v.integer, At(v)};
   }
 
+  // Comments are lines of the DSL form: no line breaks.
+  bool ExpectCommentLine(const JsonValue& v, const std::string& key) {
+    if (!Expect(v, Type::kString, key, "a string")) return false;
+    for (char c : v.text) {
+      if (c == '\n' || c == '\r') {
+        diags_.Emit(At(v), JsonWrongType, key, "a string with a line break",
+                    "one line of comment text");
+        return false;
+      }
+    }
+    return true;
+  }
+
   void ReadStrings(const JsonMember* m, std::vector<std::string>& out) {
     if (m == nullptr || !Expect(m->value, Type::kArray, m->key, "an array of strings")) return;
     for (const JsonValue& e : m->value.elements) {
-      if (Expect(e, Type::kString, m->key, "a string")) out.push_back(e.text);
+      if (ExpectCommentLine(e, m->key)) out.push_back(e.text);
     }
   }
 
   void ReadComments(const Fields& fields, Comments& out) {
     ReadStrings(fields.Get("comments"), out.leading);
     if (const JsonMember* c = fields.Get("comment")) {
-      if (Expect(c->value, Type::kString, "comment", "a string")) out.trailing = c->value.text;
+      if (ExpectCommentLine(c->value, "comment")) out.trailing = c->value.text;
     }
   }
 

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cstring>
 
+#include "compiler/syntax/utf8.h"
+
 namespace weft::syntax {
 namespace {
 
@@ -193,8 +195,10 @@ class JsonParser {
       if (c == '\n' || c == '\r') return Fail("string has no closing quote before the end of the line");
       if (static_cast<unsigned char>(c) < 0x20) return Fail("control character in string; escape it");
       if (c != '\\') {
-        out += c;
-        ++pos_;
+        size_t length = Utf8SequenceLength(text_, pos_);
+        if (length == 0) return Fail("byte that is not UTF-8 in string; JSON text is UTF-8");
+        out.append(text_, pos_, length);
+        pos_ += length;
         continue;
       }
       *has_escapes = true;

@@ -1,0 +1,156 @@
+// Bounded-time fuzzing under ctest: a deterministic mutation fuzzer (seeded from plans/ and
+// the golden inputs) drives the same targets as the libFuzzer entry points for a fixed
+// time each (WEFT_FUZZ_SECONDS, default 10). A property violation or an input slower than
+// one second fails the test and leaves the input in the working directory
+// (fuzz-failure-*.weft|json) for a regression case. Crashes fail the test by themselves.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/fuzz/plan_fuzz_targets.h"
+
+namespace weft::fuzz {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<std::string> Seeds(const std::vector<std::string>& extensions) {
+  std::vector<std::string> seeds;
+  for (const char* dir : {WEFT_PLANS_DIR, WEFT_GOLDEN_PARSE_DIR}) {
+    if (!std::filesystem::exists(dir)) continue;
+    std::vector<std::string> paths;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      std::string path = entry.path().string();
+      for (const std::string& ext : extensions) {
+        if (path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0) {
+          paths.push_back(path);
+        }
+      }
+    }
+    std::sort(paths.begin(), paths.end());
+    for (const std::string& path : paths) {
+      std::ifstream in(path, std::ios::binary);
+      std::ostringstream text;
+      text << in.rdbuf();
+      seeds.push_back(text.str());
+    }
+  }
+  return seeds;
+}
+
+// Tokens that make mutations reach deep into the grammar quickly.
+const std::vector<std::string> kDictionary = {
+    "plan", "for", "context_parallel", "tensor_parallel", "split", "gather", "attention",
+    "output", "dim", "rank", "optional", "packed", "colwise", "rowwise", "replicate", "local",
+    "{", "}", "[", "]", ",", "=", "\"", "'", "#", "\n", " ", "*", ".", "..", "{0..9}", "{a,b}",
+    "\"\"", "0", "1", "99999999999", "-1", "\xff", "\xc3\xa9", ":", "\"weft_plan\": 1", "\"rules\": [",
+    "\"items\": [", "{\"split\": \"\"", "\"argument\": \"x\"", "\"dim\": 1", "null", "true", "\\u0000",
+};
+
+class Mutator {
+ public:
+  explicit Mutator(uint32_t seed) : rng_(seed) {}
+
+  std::string Mutate(const std::string& input, const std::vector<std::string>& seeds) {
+    std::string out = input;
+    int rounds = 1 + Below(4);
+    for (int r = 0; r < rounds; ++r) {
+      switch (Below(7)) {
+        case 0:  // flip a byte
+          if (!out.empty()) out[Below(out.size())] = static_cast<char>(Below(256));
+          break;
+        case 1:  // insert a dictionary token
+          out.insert(Below(out.size() + 1), kDictionary[Below(kDictionary.size())]);
+          break;
+        case 2: {  // delete a range
+          if (out.empty()) break;
+          size_t at = Below(out.size());
+          out.erase(at, 1 + Below(std::min<size_t>(16, out.size() - at)));
+          break;
+        }
+        case 3: {  // duplicate a range
+          if (out.empty()) break;
+          size_t at = Below(out.size());
+          size_t n = 1 + Below(std::min<size_t>(64, out.size() - at));
+          out.insert(Below(out.size() + 1), out.substr(at, n));
+          break;
+        }
+        case 4: {  // splice with another seed
+          const std::string& other = seeds[Below(seeds.size())];
+          if (other.empty()) break;
+          size_t from = Below(other.size());
+          out = out.substr(0, Below(out.size() + 1)) + other.substr(from, Below(other.size() - from + 1));
+          break;
+        }
+        case 5:  // truncate
+          out.resize(Below(out.size() + 1));
+          break;
+        case 6: {  // replace a word with a dictionary token
+          size_t at = out.find_first_of(" \n", Below(out.size() + 1));
+          if (at == std::string::npos) break;
+          size_t end = out.find_first_of(" \n", at + 1);
+          out.replace(at + 1, end == std::string::npos ? std::string::npos : end - at - 1,
+                      kDictionary[Below(kDictionary.size())]);
+          break;
+        }
+      }
+    }
+    if (out.size() > 20000) out.resize(20000);
+    return out;
+  }
+
+ private:
+  size_t Below(size_t n) { return n == 0 ? 0 : std::uniform_int_distribution<size_t>(0, n - 1)(rng_); }
+  std::mt19937 rng_;
+};
+
+double BudgetSeconds() {
+  const char* value = std::getenv("WEFT_FUZZ_SECONDS");
+  return value ? std::atof(value) : 10.0;
+}
+
+void Fuzz(const char* ext, std::string (*check)(const uint8_t*, size_t),
+          const std::vector<std::string>& extensions) {
+  std::vector<std::string> seeds = Seeds(extensions);
+  ASSERT_FALSE(seeds.empty());
+  std::vector<std::string> corpus = seeds;
+  Mutator mutator(12345);
+  const auto deadline = Clock::now() + std::chrono::duration<double>(BudgetSeconds());
+  size_t runs = 0;
+  auto run_one = [&](const std::string& input) {
+    auto start = Clock::now();
+    std::string failure = check(reinterpret_cast<const uint8_t*>(input.data()), input.size());
+    double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (failure.empty() && seconds > 1.0) failure = "input took " + std::to_string(seconds) + " s";
+    if (!failure.empty()) {
+      std::string path = "fuzz-failure-" + std::to_string(runs) + ext;
+      std::ofstream(path, std::ios::binary) << input;
+      ADD_FAILURE() << failure << "\n(input saved to " << std::filesystem::absolute(path) << ")";
+      return false;
+    }
+    ++runs;
+    return true;
+  };
+  for (const std::string& seed : seeds) ASSERT_TRUE(run_one(seed));
+  while (Clock::now() < deadline) {
+    std::string input = mutator.Mutate(corpus[runs % corpus.size()], seeds);
+    if (!run_one(input)) return;
+    // Keep some mutants as parents, so mutations compound.
+    if (runs % 16 == 0 && corpus.size() < 4096) corpus.push_back(input);
+  }
+  testing::Test::RecordProperty("runs", static_cast<int>(runs));
+  std::printf("%zu inputs in %.1f s\n", runs, BudgetSeconds());
+}
+
+TEST(FuzzSmoke, DslParser) { Fuzz(".weft", &CheckDslInput, {".weft"}); }
+TEST(FuzzSmoke, JsonReader) { Fuzz(".json", &CheckJsonInput, {".json"}); }
+
+}  // namespace
+}  // namespace weft::fuzz
