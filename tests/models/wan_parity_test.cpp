@@ -4,6 +4,7 @@
 // module tree (fqns, class names, parameter shapes, registration order) equal to diffusers'.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <fstream>
@@ -160,6 +161,73 @@ void ExpectTreeMatches(const std::string& fixture, const std::string& config_nam
 TEST(WanParityTest, TinyModuleTreeMatchesDiffusers) { ExpectTreeMatches("wan_tiny", "tiny"); }
 
 TEST(WanParityTest, TinyImageToVideoModuleTreeMatchesDiffusers) { ExpectTreeMatches("wan_tiny_i2v", "tiny-i2v"); }
+
+// "blocks.{0..39}.attn1" -> "blocks.0.attn1" ... "blocks.39.attn1" (export_graph.py's
+// compression of repeated blocks).
+std::vector<std::string> ExpandPath(const std::string& path) {
+  const size_t open = path.find('{');
+  if (open == std::string::npos) return {path};
+  const size_t dots = path.find("..", open);
+  const size_t close = path.find('}', open);
+  const int first = std::stoi(path.substr(open + 1, dots - open - 1));
+  const int last = std::stoi(path.substr(dots + 2, close - dots - 2));
+  std::vector<std::string> out;
+  for (int i = first; i <= last; ++i) {
+    for (const std::string& rest : ExpandPath(path.substr(close + 1))) {
+      out.push_back(path.substr(0, open) + std::to_string(i) + rest);
+    }
+  }
+  return out;
+}
+
+// The C++ tree of a published config equals the module section of the graph that
+// tools/export_graph.py traced from diffusers (graphs/*.graph.json): every fqn, class name,
+// child order, parameter name and shape (buffers aside), and the attention sites' heads.
+// Parameters are on the meta device, so even 14B costs no memory.
+void ExpectTreeMatchesGraph(const std::string& graph_file, const std::string& config_name) {
+  std::ifstream in(std::string(WEFT_GRAPHS) + "/" + graph_file);
+  ASSERT_TRUE(in.good()) << graph_file;
+  const nlohmann::json graph = nlohmann::json::parse(in);
+  ASSERT_EQ(graph["model"]["class_name"], "WanTransformer3DModel");
+  WanTransformer3DModel model(WanConfigByName(config_name));
+  size_t modules = 0;
+  for (const auto& entry : graph["modules"]) {
+    for (const std::string& fqn : ExpandPath(entry["path"].get<std::string>())) {
+      ++modules;
+      nn::Module* module = model.Find(fqn);
+      ASSERT_NE(module, nullptr) << "no module `" << fqn << "`";
+      EXPECT_EQ(module->type(), entry["type"].get<std::string>()) << fqn;
+      std::vector<std::string> children;
+      for (const auto& child : module->children()) children.push_back(child.first);
+      EXPECT_EQ(children, entry.value("children", std::vector<std::string>{})) << fqn;
+      std::vector<std::pair<std::string, std::vector<int64_t>>> want, got;
+      for (const auto& param : entry.value("params", nlohmann::json::array())) {
+        if (!param.value("buffer", false)) want.emplace_back(param["name"], param["shape"].get<std::vector<int64_t>>());
+      }
+      for (const auto& [name, tensor] : module->parameters()) got.emplace_back(name, tensor.sizes().vec());
+      EXPECT_EQ(got, want) << fqn;
+    }
+  }
+  size_t cpp_modules = 0;
+  model.Walk([&](nn::Module&) { ++cpp_modules; });
+  EXPECT_EQ(cpp_modules, modules);
+  for (const auto& site : graph["attention_sites"]) {
+    for (const std::string& fqn : ExpandPath(site["path"].get<std::string>())) {
+      auto* attention = dynamic_cast<nn::AttentionModule*>(model.Find(fqn));
+      ASSERT_NE(attention, nullptr) << fqn << " is no attention site";
+      EXPECT_EQ(attention->heads(), site["heads"].get<int64_t>()) << fqn;
+      EXPECT_EQ(attention->head_dim(), site["head_dim"].get<int64_t>()) << fqn;
+    }
+  }
+}
+
+TEST(WanParityTest, Wan14bTreeMatchesExportedGraph) {
+  ExpectTreeMatchesGraph("wan2.1-t2v-14b.graph.json", "14b");
+}
+
+TEST(WanParityTest, Wan1p3bTreeMatchesExportedGraph) {
+  ExpectTreeMatchesGraph("wan2.1-t2v-1.3b.graph.json", "1.3b");
+}
 
 TEST(WanParityTest, ConfigsAreNamed) {
   WanConfig big = WanConfigByName("14b");
