@@ -7,6 +7,7 @@
 #include <thread>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -198,6 +199,10 @@ struct DistContext::Impl {
     if (dim < 0) dim += nd;
   }
 };
+
+void ConfigureIntraOpThreads(int local_world_size, int threads) {
+  at::set_num_threads(threads > 0 ? threads : DefaultThreadsPerRank(local_world_size));
+}
 
 DistContext::DistContext(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 DistContext::~DistContext() {

@@ -32,6 +32,10 @@
 
 namespace weft::dist {
 
+// Applies DefaultThreadsPerRank(local_world_size) (or `threads` when > 0) to LibTorch's
+// intra-op pool (at::set_num_threads). Call once per process, early, before tensor work.
+void ConfigureIntraOpThreads(int local_world_size, int threads = 0);
+
 struct DistOptions {
   // Limit for the rendezvous (store connect, group creation) and for every collective.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};

@@ -13,8 +13,6 @@
 #include <string>
 #include <thread>
 
-#include <ATen/Parallel.h>
-
 #include "runtime/dist/error.h"
 
 namespace weft::dist {
@@ -103,10 +101,6 @@ int DefaultThreadsPerRank(int local_world_size) {
   }
   int cores = static_cast<int>(std::thread::hardware_concurrency());
   return std::max(1, cores / std::max(1, local_world_size));
-}
-
-void ConfigureIntraOpThreads(int local_world_size, int threads) {
-  at::set_num_threads(threads > 0 ? threads : DefaultThreadsPerRank(local_world_size));
 }
 
 int FindFreePort(const std::string& addr) {

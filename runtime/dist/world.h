@@ -1,5 +1,7 @@
 #pragma once
 
+// Torch-free (library weft_dist_base): rank environment, thread budget, free ports.
+
 #include <chrono>
 #include <functional>
 #include <string>
@@ -36,10 +38,6 @@ void ValidateWorld(const WorldConfig& world);
 // DistError), otherwise max(1, hardware cores / local_world_size), so that N local ranks
 // never oversubscribe the CPU.
 int DefaultThreadsPerRank(int local_world_size);
-
-// Applies DefaultThreadsPerRank(local_world_size) (or `threads` when > 0) to LibTorch's
-// intra-op pool (at::set_num_threads). Call once, early, before any tensor work.
-void ConfigureIntraOpThreads(int local_world_size, int threads = 0);
 
 // Binds 127.0.0.1 (or `addr`) port 0, reads the port the kernel chose and closes the socket.
 // Another process may take the port before it is used again; the window is small.
