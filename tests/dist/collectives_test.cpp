@@ -289,6 +289,50 @@ TEST(Failure, PeerExitingEarlyFailsTheOthersWithANamedError) {
   EXPECT_LT(seconds, 3 + 8.0) << res.Summary(true);
 }
 
+// The ring neighbour exits mid-rotation: Wait() fails naming send_recv, the axis and the peer.
+TEST(Failure, PeerExitingDuringRingRotationFailsWait) {
+  MultiRankOptions o;
+  o.dist.timeout = std::chrono::seconds(3);
+  o.final_barrier = false;
+  testing::MultiRankResult res = RunRanks(3, Shape(3, 1, 1), [](DistContext& ctx) {
+    const int r = ctx.rank();
+    at::Tensor held = at::full({64}, 1.0f * r);
+    for (int step = 0; step < 2; ++step) {
+      if (step == 1 && r == 2) std::_Exit(0);
+      at::Tensor in = at::empty_like(held);
+      ctx.SendRecv(Axis::kRing, {{held, (r + 1) % 3}}, {{in, (r + 2) % 3}}).Wait();
+      held = in;
+    }
+  }, o);
+  ASSERT_EQ(res.ranks.size(), 3u);
+  // Rank 0 receives from rank 2 (gone): its Wait fails.
+  EXPECT_EQ(res.ranks[0].exit_code, 3) << res.Summary(true);
+  const std::string& out = res.ranks[0].output;
+  EXPECT_NE(out.find("rank 0: send_recv on axis `ring` (group ranks 0,1,2) failed in recv [64] Float from axis rank 2"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("(a peer may have exited)"), std::string::npos) << out;
+}
+
+// Half-precision payloads move bit-exactly (all_to_all, all_gather, send/recv are copies).
+TEST(Collectives, HalfPrecisionPayloads) {
+  RunOnRanks(2, Shape(1, 2, 1), [](DistContext& ctx) {
+    const int r = ctx.rank();
+    for (at::ScalarType dt : {at::kBFloat16, at::kHalf}) {
+      at::Tensor x = (at::arange(8, at::kFloat).view({4, 2}) / 3 + r).to(dt);
+      std::vector<at::Tensor> want;
+      for (int j = 0; j < 2; ++j) want.push_back((at::arange(8, at::kFloat).view({4, 2}) / 3 + j).to(dt).narrow(0, 2 * r, 2));
+      EXPECT_TENSOR_EQ(ctx.AllToAll(Axis::kUlysses, x, 0, 1), at::cat(want, 1));
+      std::vector<at::Tensor> all;
+      for (int j = 0; j < 2; ++j) all.push_back((at::arange(8, at::kFloat).view({4, 2}) / 3 + j).to(dt));
+      EXPECT_TENSOR_EQ(ctx.AllGather(Axis::kUlysses, x, 0), at::cat(all, 0));
+      at::Tensor in = at::empty_like(x);
+      ctx.SendRecv(Axis::kUlysses, {{x, 1 - r}}, {{in, 1 - r}}).Wait();
+      EXPECT_TENSOR_EQ(in, all[1 - r]);
+    }
+  });
+}
+
 // A peer that stays alive but never joins: the others time out after the configured limit.
 TEST(Failure, SilentPeerTimesOut) {
   MultiRankOptions o;
