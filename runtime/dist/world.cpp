@@ -40,7 +40,8 @@ const char* Required(const std::function<const char*(const char*)>& getenv, cons
   if (v == nullptr || *v == '\0') {
     throw DistError(std::string("environment variable ") + name +
                     " is not set; a distributed rank needs RANK, WORLD_SIZE, MASTER_ADDR and "
-                    "MASTER_PORT (set by torchrun or `weft-run --nproc N`)");
+                    "MASTER_PORT (set by torchrun or `weft-run --nproc N`; under srun, "
+                    "SLURM_PROCID and SLURM_NTASKS stand in for RANK and WORLD_SIZE)");
   }
   return v;
 }
@@ -70,15 +71,37 @@ void ValidateWorld(const WorldConfig& w) {
 }
 
 WorldConfig WorldFromEnv(const std::function<const char*(const char*)>& getenv) {
+  auto set = [&](const char* n) {
+    const char* v = getenv(n);
+    return v != nullptr && *v != '\0';
+  };
   WorldConfig w;
-  w.world_size = ParseIntVar("WORLD_SIZE", Required(getenv, "WORLD_SIZE"), 1, 1 << 20);
-  w.rank = ParseIntVar("RANK", Required(getenv, "RANK"), 0, 1 << 20);
+  const bool slurm = !set("RANK") && !set("WORLD_SIZE") && set("SLURM_PROCID") && set("SLURM_NTASKS");
+  if (slurm) {
+    w.world_size = ParseIntVar("SLURM_NTASKS", getenv("SLURM_NTASKS"), 1, 1 << 20);
+    w.rank = ParseIntVar("SLURM_PROCID", getenv("SLURM_PROCID"), 0, 1 << 20);
+  } else {
+    w.world_size = ParseIntVar("WORLD_SIZE", Required(getenv, "WORLD_SIZE"), 1, 1 << 20);
+    w.rank = ParseIntVar("RANK", Required(getenv, "RANK"), 0, 1 << 20);
+  }
   w.master_addr = Required(getenv, "MASTER_ADDR");
   w.master_port = ParseIntVar("MASTER_PORT", Required(getenv, "MASTER_PORT"), 1, 65535);
-  const char* lr = getenv("LOCAL_RANK");
-  const char* lws = getenv("LOCAL_WORLD_SIZE");
-  w.local_rank = (lr && *lr) ? ParseIntVar("LOCAL_RANK", lr, 0, 1 << 20) : w.rank;
-  w.local_world_size = (lws && *lws) ? ParseIntVar("LOCAL_WORLD_SIZE", lws, 1, 1 << 20) : w.world_size;
+  if (set("LOCAL_RANK")) {
+    w.local_rank = ParseIntVar("LOCAL_RANK", getenv("LOCAL_RANK"), 0, 1 << 20);
+  } else if (slurm && set("SLURM_LOCALID")) {
+    w.local_rank = ParseIntVar("SLURM_LOCALID", getenv("SLURM_LOCALID"), 0, 1 << 20);
+  } else {
+    w.local_rank = w.rank;
+  }
+  w.local_world_size = w.world_size;
+  if (set("LOCAL_WORLD_SIZE")) {
+    w.local_world_size = ParseIntVar("LOCAL_WORLD_SIZE", getenv("LOCAL_WORLD_SIZE"), 1, 1 << 20);
+  } else if (slurm && set("SLURM_NTASKS_PER_NODE")) {
+    std::string v = getenv("SLURM_NTASKS_PER_NODE");
+    if (std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }) && v.size() <= 6) {
+      w.local_world_size = std::max(1, std::stoi(v));
+    }
+  }
   ValidateWorld(w);
   return w;
 }
@@ -88,7 +111,10 @@ WorldConfig WorldFromEnv() {
 }
 
 bool LaunchedAsRank(const std::function<const char*(const char*)>& getenv) {
-  return getenv("RANK") != nullptr || getenv("WORLD_SIZE") != nullptr;
+  if (getenv("RANK") != nullptr || getenv("WORLD_SIZE") != nullptr) return true;
+  const char* procid = getenv("SLURM_PROCID");
+  const char* ntasks = getenv("SLURM_NTASKS");
+  return procid != nullptr && ntasks != nullptr && std::atoi(ntasks) > 1;
 }
 
 bool LaunchedAsRank() {

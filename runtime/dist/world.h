@@ -19,15 +19,19 @@ struct WorldConfig {
 };
 
 // Reads the torchrun / weft-run environment: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
-// (required), LOCAL_RANK (default: RANK), LOCAL_WORLD_SIZE (default: WORLD_SIZE). Throws
+// (required), LOCAL_RANK (default: RANK), LOCAL_WORLD_SIZE (default: WORLD_SIZE). Under srun
+// without RANK/WORLD_SIZE, SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID stand in for RANK,
+// WORLD_SIZE and LOCAL_RANK (LOCAL_WORLD_SIZE then defaults to SLURM_NTASKS_PER_NODE when it
+// is a plain number, else WORLD_SIZE); MASTER_ADDR and MASTER_PORT are still required. Throws
 // DistError with a message naming the variable and its value when one is missing,
 // non-numeric, out of range (port outside 1..65535, RANK >= WORLD_SIZE, WORLD_SIZE < 1,
 // LOCAL_RANK >= LOCAL_WORLD_SIZE). `getenv` is injectable for tests.
 WorldConfig WorldFromEnv();
 WorldConfig WorldFromEnv(const std::function<const char*(const char*)>& getenv);
 
-// True when RANK or WORLD_SIZE is set: the process was started by a launcher (torchrun,
-// srun wrappers, weft-run --nproc) and should join as the given rank.
+// True when RANK or WORLD_SIZE is set, or SLURM_PROCID is set with SLURM_NTASKS > 1: the
+// process was started by a launcher (torchrun, srun, weft-run --nproc) and should join as the
+// given rank.
 bool LaunchedAsRank();
 bool LaunchedAsRank(const std::function<const char*(const char*)>& getenv);
 

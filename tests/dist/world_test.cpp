@@ -55,7 +55,8 @@ TEST(WorldFromEnv, MissingMasterPort) {
   env.erase("MASTER_PORT");
   EXPECT_EQ(Error(env),
             "environment variable MASTER_PORT is not set; a distributed rank needs RANK, WORLD_SIZE, "
-            "MASTER_ADDR and MASTER_PORT (set by torchrun or `weft-run --nproc N`)");
+            "MASTER_ADDR and MASTER_PORT (set by torchrun or `weft-run --nproc N`; under srun, "
+            "SLURM_PROCID and SLURM_NTASKS stand in for RANK and WORLD_SIZE)");
 }
 
 TEST(WorldFromEnv, RankNotBelowWorldSize) {
@@ -86,6 +87,25 @@ TEST(WorldFromEnv, NonNumericValues) {
   EXPECT_EQ(Error(env), "LOCAL_RANK=9 must be < LOCAL_WORLD_SIZE=4");
 }
 
+TEST(WorldFromEnv, SrunVariablesStandInForTorchrunOnes) {
+  Env env = {{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
+             {"SLURM_NTASKS_PER_NODE", "4"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29400"}};
+  WorldConfig w = WorldFromEnv([&](const char* n) -> const char* {
+    auto it = env.find(n);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+  EXPECT_EQ(w.rank, 5);
+  EXPECT_EQ(w.world_size, 8);
+  EXPECT_EQ(w.local_rank, 1);
+  EXPECT_EQ(w.local_world_size, 4);
+  EXPECT_EQ(w.master_addr, "node0");
+  env["SLURM_PROCID"] = "8";
+  env["SLURM_LOCALID"] = "0";
+  EXPECT_EQ(Error(env), "RANK=8 must be < WORLD_SIZE=8");
+  env["SLURM_PROCID"] = "x";
+  EXPECT_EQ(Error(env), "environment variable SLURM_PROCID=`x` is not a non-negative integer");
+}
+
 TEST(WorldFromEnv, LaunchedAsRank) {
   Env env;
   auto get = [&](const char* n) -> const char* {
@@ -93,6 +113,12 @@ TEST(WorldFromEnv, LaunchedAsRank) {
     return it == env.end() ? nullptr : it->second.c_str();
   };
   EXPECT_FALSE(LaunchedAsRank(get));
+  env["SLURM_PROCID"] = "0";
+  env["SLURM_NTASKS"] = "1";
+  EXPECT_FALSE(LaunchedAsRank(get));  // a one-task srun step may still launch local ranks
+  env["SLURM_NTASKS"] = "4";
+  EXPECT_TRUE(LaunchedAsRank(get));
+  env.clear();
   env["RANK"] = "0";
   EXPECT_TRUE(LaunchedAsRank(get));
 }
