@@ -585,12 +585,13 @@ void Binder::BindAttentionSites() {
     // a module inside it (or the site itself).
     bool tp_sharded = false;
     SourceRange tp_where;
-    for (const auto& [mid, style] : tp_rule_of_) {
-      const std::string& p = graph_.modules[mid].path;
-      if (style.first != plan::ShardStyle::kReplicate &&
-          (p == site.path || p.rfind(site.path + ".", 0) == 0)) {
+    // Modules are in pre-order: the site's subtree is the id range starting at the site.
+    for (auto it = tp_rule_of_.lower_bound(id); it != tp_rule_of_.end(); ++it) {
+      const std::string& p = graph_.modules[it->first].path;
+      if (!(p == site.path || p.rfind(site.path + ".", 0) == 0)) break;
+      if (it->second.first != plan::ShardStyle::kReplicate) {
         tp_sharded = true;
-        tp_where = style.second;
+        tp_where = it->second.second;
         break;
       }
     }
@@ -752,14 +753,21 @@ void Binder::CheckColwiseChains() {
       reduces[t.module] = t.blocks;
     }
   }
-  auto subtree_reduces = [&](const std::string& prefix, int64_t width) {
-    for (size_t i = 0; i < graph_.modules.size(); ++i) {
-      if (reduces[i].empty()) continue;
-      const std::string& p = graph_.modules[i].path;
-      if (!(prefix.empty() || p == prefix || p.rfind(prefix + ".", 0) == 0)) continue;
-      if (std::find(reduces[i].begin(), reduces[i].end(), width) != reduces[i].end()) return true;
+  // Widths reduced somewhere in each module's subtree (keyed by path, "" = root).
+  std::unordered_map<std::string, std::set<int64_t>> reduced_below;
+  for (size_t i = 0; i < graph_.modules.size(); ++i) {
+    if (reduces[i].empty()) continue;
+    std::string path = graph_.modules[i].path;
+    while (true) {
+      reduced_below[path].insert(reduces[i].begin(), reduces[i].end());
+      if (path.empty()) break;
+      const size_t dot = path.rfind('.');
+      path = dot == std::string::npos ? "" : path.substr(0, dot);
     }
-    return false;
+  }
+  auto subtree_reduces = [&](const std::string& prefix, int64_t width) {
+    auto it = reduced_below.find(prefix);
+    return it != reduced_below.end() && it->second.count(width) > 0;
   };
   for (const BoundTp& t : out_.tp) {
     if (t.style != plan::ShardStyle::kColwise && t.style != plan::ShardStyle::kPackedColwise) continue;

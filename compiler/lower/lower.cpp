@@ -43,7 +43,7 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
   p.plan_file = b.plan_file;
   p.model_class = b.model_class;
   p.graph_name = graph.name;
-  p.graph_hash = model::GraphHash(graph);
+  p.graph_hash = graph.Hash();
   p.mesh = b.mesh;
   const model::Workload* w = graph.FindWorkload(b.workload);
   if (w == nullptr) return std::nullopt;

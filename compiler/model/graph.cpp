@@ -86,7 +86,19 @@ const Value* Call::FindArg(std::string_view name) const {
   return nullptr;
 }
 
+void Workload::Reindex() {
+  call_index_.clear();
+  site_index_.clear();
+  call_index_.reserve(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) call_index_.emplace(calls[i].module, i);
+  for (size_t i = 0; i < attention.size(); ++i) site_index_.emplace(attention[i].site, i);
+}
+
 const ModuleCalls* Workload::FindCalls(std::string_view module) const {
+  if (call_index_.size() == calls.size() && !calls.empty()) {
+    auto it = call_index_.find(std::string(module));
+    return it == call_index_.end() ? nullptr : &calls[it->second];
+  }
   for (const ModuleCalls& c : calls) {
     if (c.module == module) return &c;
   }
@@ -94,6 +106,10 @@ const ModuleCalls* Workload::FindCalls(std::string_view module) const {
 }
 
 const SiteCalls* Workload::FindAttention(std::string_view site) const {
+  if (site_index_.size() == attention.size() && !attention.empty()) {
+    auto it = site_index_.find(std::string(site));
+    return it == site_index_.end() ? nullptr : &attention[it->second];
+  }
   for (const SiteCalls& c : attention) {
     if (c.site == site) return &c;
   }
@@ -121,6 +137,8 @@ void ModelGraph::Reindex() {
   for (size_t i = 0; i < modules.size(); ++i) module_index_.emplace(modules[i].path, i);
   for (size_t i = 0; i < types.size(); ++i) type_index_.emplace(types[i].name, i);
   for (size_t i = 0; i < attention_sites.size(); ++i) site_index_.emplace(attention_sites[i].path, i);
+  for (Workload& w : workloads) w.Reindex();
+  hash_cache_.clear();
 }
 
 std::optional<ModuleId> ModelGraph::FindModuleId(std::string_view path) const {

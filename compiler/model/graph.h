@@ -172,6 +172,12 @@ struct Workload {
   const ModuleCalls* FindCalls(std::string_view module) const;
   const SiteCalls* FindAttention(std::string_view site) const;
   std::optional<int64_t> IntParam(std::string_view name) const;
+  // Rebuilds the lookup indexes of FindCalls/FindAttention (ModelGraph::Reindex calls it).
+  void Reindex();
+
+ private:
+  std::unordered_map<std::string, size_t> call_index_;
+  std::unordered_map<std::string, size_t> site_index_;
 };
 
 using ModuleId = size_t;
@@ -203,11 +209,16 @@ struct ModelGraph {
   // Parameter bytes of the whole model (buffers excluded).
   int64_t ParamBytes() const;
 
+  // GraphHash(*this) (compiler/model/graph_json.h), computed once; Reindex() forgets it, so
+  // call Reindex() after editing a graph.
+  const std::string& Hash() const;
+
 
  private:
   std::unordered_map<std::string, size_t> module_index_;
   std::unordered_map<std::string, size_t> type_index_;
   std::unordered_map<std::string, size_t> site_index_;
+  mutable std::string hash_cache_;
 };
 
 // Checks the structure a reader cannot see field by field: unique paths, every child exists

@@ -52,7 +52,8 @@ std::string WriteGraphJson(const ModelGraph& graph);
 // alike, and a new workload does not change the hash.
 std::string CanonicalGraphJson(const ModelGraph& graph);
 
-// "sha256:" + hex SHA-256 of CanonicalGraphJson(graph).
+// "sha256:" + hex SHA-256 of CanonicalGraphJson(graph). ModelGraph::Hash() is the memoised
+// form.
 std::string GraphHash(const ModelGraph& graph);
 
 }  // namespace weft::model

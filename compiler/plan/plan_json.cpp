@@ -22,8 +22,9 @@ std::string Child(const std::string& ptr, size_t index) { return source::JsonPoi
 // ---------------------------------------------------------------------------------------------
 // To JSON
 
-OJson OriginJson(const Origin& o) {
-  OJson j;
+template <typename J = OJson>
+J OriginJson(const Origin& o) {
+  J j;
   j["file"] = o.file;
   j["line"] = o.line;
   j["col"] = o.col;
@@ -31,8 +32,9 @@ OJson OriginJson(const Origin& o) {
   return j;
 }
 
-OJson SplitJson(const Split& s) {
-  OJson j;
+template <typename J = OJson>
+J SplitJson(const Split& s) {
+  J j;
   j["target"] = std::string(SplitTargetName(s.target));
   if (s.target == Split::Target::kArgument) {
     j["argument"] = s.argument;
@@ -46,24 +48,26 @@ OJson SplitJson(const Split& s) {
   j["global_size"] = s.global_size;
   j["sizes"] = s.sizes;
   j["uneven"] = s.uneven;
-  j["origin"] = OriginJson(s.origin);
+  j["origin"] = OriginJson<J>(s.origin);
   return j;
 }
 
-OJson GatherJson(const Gather& g) {
-  OJson j;
+template <typename J = OJson>
+J GatherJson(const Gather& g) {
+  J j;
   j["output"] = g.output;
   j["dim"] = g.dim;
   j["rank"] = g.rank;
   j["global_size"] = g.global_size;
   j["sizes"] = g.sizes;
   j["uneven"] = g.uneven;
-  j["origin"] = OriginJson(g.origin);
+  j["origin"] = OriginJson<J>(g.origin);
   return j;
 }
 
-OJson AttentionJson(const Attention& a) {
-  OJson j;
+template <typename J = OJson>
+J AttentionJson(const Attention& a) {
+  J j;
   j["mode"] = std::string(AttentionModeName(a.mode));
   j["heads"] = a.heads;
   j["head_dim"] = a.head_dim;
@@ -76,17 +80,18 @@ OJson AttentionJson(const Attention& a) {
   j["convert_to_fp32"] = a.convert_to_fp32;
   j["q_len"] = a.q_len;
   j["kv_len"] = a.kv_len;
-  j["origin"] = OriginJson(a.origin);
+  j["origin"] = OriginJson<J>(a.origin);
   return j;
 }
 
-OJson TpJson(const TensorParallel& t) {
-  OJson j;
+template <typename J = OJson>
+J TpJson(const TensorParallel& t) {
+  J j;
   j["style"] = std::string(ShardStyleName(t.style));
   j["blocks"] = t.blocks;
-  OJson params = OJson::array();
+  J params = J::array();
   for (const ParamShard& p : t.params) {
-    OJson pj;
+    J pj;
     pj["name"] = p.name;
     pj["dim"] = p.dim;
     pj["blocks"] = p.blocks;
@@ -96,14 +101,15 @@ OJson TpJson(const TensorParallel& t) {
   }
   j["params"] = std::move(params);
   j["all_reduce_output"] = t.all_reduce_output;
-  j["origin"] = OriginJson(t.origin);
+  j["origin"] = OriginJson<J>(t.origin);
   return j;
 }
 
-OJson CollectivesJson(const std::vector<Collective>& cs) {
-  OJson arr = OJson::array();
+template <typename J = OJson>
+J CollectivesJson(const std::vector<Collective>& cs) {
+  J arr = J::array();
   for (const Collective& c : cs) {
-    OJson j;
+    J j;
     j["op"] = std::string(CollectiveOpName(c.op));
     j["axis"] = c.axis;
     j["count"] = c.count;
@@ -113,24 +119,25 @@ OJson CollectivesJson(const std::vector<Collective>& cs) {
   return arr;
 }
 
-OJson StepJson(const ModuleStep& s) {
-  OJson j;
+template <typename J = OJson>
+J StepJson(const ModuleStep& s) {
+  J j;
   j["module"] = s.module;
   j["calls"] = s.calls;
   if (!s.splits.empty()) {
-    OJson a = OJson::array();
-    for (const Split& x : s.splits) a.push_back(SplitJson(x));
+    J a = J::array();
+    for (const Split& x : s.splits) a.push_back(SplitJson<J>(x));
     j["splits"] = std::move(a);
   }
   if (!s.gathers.empty()) {
-    OJson a = OJson::array();
-    for (const Gather& x : s.gathers) a.push_back(GatherJson(x));
+    J a = J::array();
+    for (const Gather& x : s.gathers) a.push_back(GatherJson<J>(x));
     j["gathers"] = std::move(a);
   }
-  if (s.attention) j["attention"] = AttentionJson(*s.attention);
-  if (s.tp) j["tp"] = TpJson(*s.tp);
-  OJson cost;
-  cost["collectives"] = CollectivesJson(s.cost.collectives);
+  if (s.attention) j["attention"] = AttentionJson<J>(*s.attention);
+  if (s.tp) j["tp"] = TpJson<J>(*s.tp);
+  J cost;
+  cost["collectives"] = CollectivesJson<J>(s.cost.collectives);
   cost["weight_bytes"] = s.cost.weight_bytes;
   cost["activation_bytes"] = s.cost.activation_bytes;
   j["cost"] = std::move(cost);
@@ -451,12 +458,24 @@ void ReadStep(Reader& r, const OJson& j, const std::string& p, ModuleStep& s) {
 }  // namespace
 
 std::string CanonicalPlanJson(const ExecutionPlan& plan) {
-  Json doc = Json::object();
-  for (auto& [key, value] : HeaderJson(plan)) doc[key] = Json(value);
-  Json steps = Json::array();
-  for (const ModuleStep& s : plan.steps) steps.push_back(Json(StepJson(s)));
-  doc["steps"] = std::move(steps);
-  return doc.dump();
+  // The compact dump of the sorted document, written piecewise (plans reach 10^3 steps):
+  // header sections in sorted key order, with `steps` in its place.
+  std::vector<std::pair<std::string, Json>> sections;
+  for (auto& [key, value] : HeaderJson(plan)) sections.emplace_back(key, Json(value));
+  sections.emplace_back("steps", Json());
+  std::sort(sections.begin(), sections.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string out = "{";
+  for (size_t i = 0; i < sections.size(); ++i) {
+    out += (i ? ",\"" : "\"") + sections[i].first + "\":";
+    if (sections[i].first != "steps") {
+      out += sections[i].second.dump();
+      continue;
+    }
+    out += "[";
+    for (size_t k = 0; k < plan.steps.size(); ++k) out += (k ? "," : "") + StepJson<Json>(plan.steps[k]).dump();
+    out += "]";
+  }
+  return out + "}";
 }
 
 std::string PlanContentHash(const ExecutionPlan& plan) {
