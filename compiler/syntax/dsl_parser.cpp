@@ -228,7 +228,7 @@ class AstBuilder {
       plan.header_range = Range(header);
       TakeComments(plan.header_range.offset, &plan.comments.leading);
       if (IsReal(header->badFor)) {
-        std::string word = header->badFor->getText();
+        std::string word = Text(header->badFor);
         if (auto match = ClosestMatch(word, {"for"})) {
           diags_.Emit(Range(header->badFor), MisspelledKeyword, word, *match);
         } else {
@@ -273,7 +273,18 @@ class AstBuilder {
     }
     return first;
   }
-  Name NameOf(const antlr4::Token* token) const { return Name{token->getText(), Range(token)}; }
+  // The token's text, sliced from the source (ANTLR's getText re-encodes it each call).
+  std::string Text(const antlr4::Token* token) const {
+    if (!IsReal(token)) return "";
+    source::SourceRange r = Range(token);
+    return src_.text().substr(r.offset, r.length);
+  }
+  std::string Text(antlr4::tree::TerminalNode* node) const { return Text(node ? node->getSymbol() : nullptr); }
+  std::string Text(antlr4::ParserRuleContext* ctx) const {
+    source::SourceRange r = Range(ctx);
+    return src_.text().substr(r.offset, r.length);
+  }
+  Name NameOf(const antlr4::Token* token) const { return Name{Text(token), Range(token)}; }
 
   bool Broken(antlr4::ParserRuleContext* ctx) const {
     if (ctx == nullptr || ctx->exception != nullptr) return true;
@@ -289,7 +300,7 @@ class AstBuilder {
 
   std::optional<IntLit> Int(const antlr4::Token* token) {
     if (!IsReal(token) || token->getType() != P::INT) return std::nullopt;
-    std::string text = token->getText();
+    std::string text = Text(token);
     int64_t value = 0;
     auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (ec != std::errc() || ptr != text.data() + text.size() || value > kMaxInteger) {
@@ -302,7 +313,7 @@ class AstBuilder {
   void ReportEquals(antlr4::tree::TerminalNode* eq, const std::string& keyword,
                     const antlr4::Token* value) {
     if (eq == nullptr) return;
-    std::string example = keyword + (IsReal(value) ? " " + value->getText() : "");
+    std::string example = keyword + (IsReal(value) ? " " + Text(value) : "");
     diags_.Emit(Range(eq), UnexpectedEquals, "; write `" + example + "`, without `=`");
   }
 
@@ -393,7 +404,7 @@ class AstBuilder {
       }
     } else if (auto* unknown = dynamic_cast<P::UnknownSectionContext*>(section)) {
       if (IsReal(unknown->unknown)) {
-        std::string word = unknown->unknown->getText();
+        std::string word = Text(unknown->unknown);
         diags_.Emit(Range(unknown->unknown), UnknownSection, word,
                     SuggestionSuffix(word, kSections));
       }
@@ -419,7 +430,7 @@ class AstBuilder {
     }
     antlr4::tree::TerminalNode* string = ctx->STRING();
     if (string == nullptr || !IsReal(string->getSymbol())) return std::nullopt;
-    std::string text = string->getText();
+    std::string text = Text(string);
     Pattern pattern{text.substr(1, text.size() - 2), Range(string)};
     if (!CheckPattern(pattern.text, src_, pattern.range, true, pattern.range.offset + 1, diags_)) {
       return std::nullopt;
@@ -435,7 +446,7 @@ class AstBuilder {
     rule.has_error = Broken(statement);
     if (auto* unknown = dynamic_cast<P::UnknownCpStatementContext*>(statement)) {
       if (IsReal(unknown->unknown) && !ContinuesUnknown(unknown->unknown)) {
-        std::string word = unknown->unknown->getText();
+        std::string word = Text(unknown->unknown);
         diags_.Emit(Range(unknown->unknown), UnknownStatement, word,
                     SuggestionSuffix(word, kCpStatements));
       }
@@ -461,7 +472,7 @@ class AstBuilder {
       rule.keyword_range = Range(attention->ATTENTION());
       pattern_ctx = attention->pattern();
       if (attention->attnMode != nullptr && !Broken(attention->attnMode)) {
-        std::string word = attention->attnMode->getText();
+        std::string word = Text(attention->attnMode);
         rule.mode_range = Range(attention->attnMode);
         if (word == "local") {
           rule.mode = AttentionMode::kLocal;
@@ -519,12 +530,12 @@ class AstBuilder {
       if (auto index = Int(output->index)) item.target.index = *index; else item.has_error = true;
     } else if (auto* misspelled = dynamic_cast<P::MisspelledOutputTargetContext*>(target)) {
       // `outptu 0`: a name followed by an index can only have meant `output N`.
-      std::string word = misspelled->badOutput->getText();
+      std::string word = Text(misspelled->badOutput);
       if (auto match = ClosestMatch(word, {"output"})) {
         diags_.Emit(Range(misspelled->badOutput), MisspelledKeyword, word, *match);
       } else {
         diags_.Emit(Range(misspelled->badOutput), UnexpectedToken, "`" + word + " " +
-                    misspelled->index->getText() + "`",
+                    Text(misspelled->index) + "`",
                     "; a tensor is an argument name, `name[i]` or `output i`");
       }
       item.target.kind = TargetKind::kOutput;
@@ -540,7 +551,7 @@ class AstBuilder {
     }
     if (target != nullptr) item.target.range = Range(target);
     if (ctx->EQ() != nullptr) {
-      std::string example = target ? target->getText() + " dim 1" : "dim 1";
+      std::string example = target ? Text(target) + " dim 1" : "dim 1";
       diags_.Emit(Range(ctx->EQ()), UnexpectedEquals,
                   "; fields follow the tensor directly, as in `" + example + "`");
       item.has_error = true;
@@ -592,7 +603,7 @@ class AstBuilder {
         }
         item.optional = Range(optional->OPTIONAL());
       } else if (auto* unknown = dynamic_cast<P::UnknownFieldContext*>(field)) {
-        std::string word = unknown->unknown->getText();
+        std::string word = Text(unknown->unknown);
         diags_.Emit(Range(unknown->unknown), UnknownField, word, SuggestionSuffix(word, kFields));
         item.has_error = true;
       }
@@ -615,7 +626,7 @@ class AstBuilder {
     rule.has_error = Broken(statement);
     if (auto* unknown = dynamic_cast<P::UnknownTpStatementContext*>(statement)) {
       if (IsReal(unknown->unknown) && !ContinuesUnknown(unknown->unknown)) {
-        std::string word = unknown->unknown->getText();
+        std::string word = Text(unknown->unknown);
         diags_.Emit(Range(unknown->unknown), UnknownStyle, word, SuggestionSuffix(word, kTpStyles));
       }
       plan.has_error = true;
@@ -656,7 +667,7 @@ class AstBuilder {
         size.range = Range(block);
         if (block->IDENT() != nullptr && IsReal(block->IDENT()->getSymbol())) {
           size.is_name = true;
-          size.name = block->IDENT()->getText();
+          size.name = Text(block->IDENT());
         } else if (auto value = Int(block->INT() ? block->INT()->getSymbol() : nullptr)) {
           size.value = value->value;
         } else {
@@ -733,10 +744,29 @@ std::optional<PlanAst> ParseDsl(const source::SourceBuffer& src, diag::Emitter& 
     }
   }
 
+  // Two-stage parse (the usual ANTLR speed-up): SLL prediction with a bail-out strategy
+  // handles every well-formed plan; only when it fails is the input parsed again with full
+  // LL prediction, weft's listener and the default recovery, which report the errors.
   WeftPlanParser parser(&tokens);
   parser.removeErrorListeners();
-  parser.addErrorListener(&listener);
-  P::PlanContext* tree = parser.plan();
+  parser.getInterpreter<antlr4::atn::ParserATNSimulator>()->setPredictionMode(
+      antlr4::atn::PredictionMode::SLL);
+  parser.setErrorHandler(std::make_shared<antlr4::BailErrorStrategy>());
+  P::PlanContext* tree = nullptr;
+  try {
+    tree = parser.plan();
+  } catch (const antlr4::ParseCancellationException&) {
+    tree = nullptr;
+  }
+  if (tree == nullptr) {
+    tokens.seek(0);
+    parser.reset();
+    parser.setErrorHandler(std::make_shared<antlr4::DefaultErrorStrategy>());
+    parser.addErrorListener(&listener);
+    parser.getInterpreter<antlr4::atn::ParserATNSimulator>()->setPredictionMode(
+        antlr4::atn::PredictionMode::LL);
+    tree = parser.plan();
+  }
   AstBuilder builder(src, offsets, diags, std::move(comments));
   return builder.Build(tree, listener.count() > 0 || diags.error_count() > errors_before);
 }
