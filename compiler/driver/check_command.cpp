@@ -56,6 +56,7 @@ int RunCheck(const CompileOptions& o) {
     std::cerr << "weft check: " << in.combinations.size() << " combination(s), " << clean << " clean, "
               << in.combinations.size() - clean << " with errors\n";
   }
+  if (in.plans_without_graph > 0) return 2;
   return failed ? 1 : 0;
 }
 

@@ -28,6 +28,7 @@ int RunCompile(const CompileCommandOptions& options) {
   Inputs in;
   diag::Emitter diags(in.sources, sorted, o.max_errors);
   if (int rc = LoadInputs(o, in, diags, "compile")) return rc;
+  if (in.plans_without_graph > 0) return 2;
   if (diags.has_errors()) {
     sorted.Flush();
     return 1;
