@@ -1,0 +1,36 @@
+# cmake -DWEFT=<weft> -DROOT=<repo> -DEXPECTED=<file> [-DARGS=...] -P corpus_check.cmake
+# Runs `weft check` on every plans/*.weft that has a graph, for the meshes of issue 4, and
+# compares its diagnostics with EXPECTED (the corpus's known failures, reviewed as a golden).
+# WEFT_UPDATE_GOLDENS=1 rewrites EXPECTED.
+file(GLOB _plans RELATIVE ${ROOT} ${ROOT}/plans/*.weft)
+list(SORT _plans)
+list(REMOVE_ITEM _plans plans/qwenimage21.weft)  # no committed graph (no published config)
+separate_arguments(_args UNIX_COMMAND "${ARGS}")
+# The graphs of the published models (issue 4); test-size graphs are left to their owners.
+set(_graphs)
+foreach(g flux1-dev flux2-dev qwen-image wan2.1-t2v-14b wan2.1-t2v-1.3b chronoedit-14b helios
+          ltx-video-2b ltx-2 minimax-h3)
+  list(APPEND _graphs --graph graphs/${g}.graph.json)
+endforeach()
+execute_process(
+  COMMAND ${WEFT} check ${_plans} ${_graphs}
+          --mesh ulysses=2 --mesh ulysses=4 --mesh ulysses=8 --mesh ring=2 --mesh ring=4
+          --mesh ring=2,ulysses=2 --mesh ring=2,ulysses=4 --mesh tp=2 --mesh tp=4 --mesh tp=2,ulysses=2
+          ${_args}
+  WORKING_DIRECTORY ${ROOT}
+  RESULT_VARIABLE _rc
+  ERROR_VARIABLE _stderr
+  OUTPUT_VARIABLE _stdout)
+set(_actual "# exit status ${_rc}\n${_stderr}")
+if("$ENV{WEFT_UPDATE_GOLDENS}" STREQUAL "1")
+  file(WRITE ${EXPECTED} "${_actual}")
+  message(STATUS "rewrote ${EXPECTED}")
+  return()
+endif()
+file(READ ${EXPECTED} _expected)
+if(NOT _actual STREQUAL _expected)
+  file(WRITE ${EXPECTED}.actual "${_actual}")
+  message(FATAL_ERROR "weft check of the corpus differs from ${EXPECTED}; see ${EXPECTED}.actual "
+                      "(WEFT_UPDATE_GOLDENS=1 rewrites it)")
+endif()
+message(STATUS "corpus check matches ${EXPECTED}")
