@@ -142,7 +142,8 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
   }
 
   int64_t tp_full_bytes = 0;
-  for (const bind::BoundTp& t : b.tp) {
+  // Without a tp axis the TP rules have nothing to do: no steps (weights stay whole).
+  for (const bind::BoundTp& t : T > 1 ? b.tp : std::vector<bind::BoundTp>{}) {
     plan::ModuleStep& s = step_of(t.module);
     const model::Module& m = graph.modules[t.module];
     plan::TensorParallel tp;
@@ -157,8 +158,7 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
     }
     for (const model::Param& param : m.params) {
       if (param.buffer) continue;
-      plan::ParamShard ps = ShardParam(param.name, param.shape, T > 1 ? t.style : plan::ShardStyle::kReplicate,
-                                       t.blocks, T);
+      plan::ParamShard ps = ShardParam(param.name, param.shape, t.style, t.blocks, T);
       s.cost.weight_bytes += Numel(ps.local_shape) * model::DTypeBytes(param.dtype);
       tp_full_bytes += param.Bytes();
       tp.params.push_back(std::move(ps));
