@@ -129,7 +129,8 @@ inline void RunCase(dist::DistContext& ctx, const Spec& s) {
 
   const dist::CommCounters before = ctx.counters();
   AttentionOutput got;
-  switch (mode) {
+  // Without an explicit mode the mesh decides, through the dispatcher.
+  switch (s.mode ? mode : CpMode::kLocal) {
     case CpMode::kLocal:
       got = ContextParallelAttention(ctx, lq, lk, lv, lmask, s.options);
       break;
