@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <numeric>
 #include <sstream>
 
@@ -14,7 +15,7 @@ using dist::Axis;
 using dist::CommOp;
 using dist::DistContext;
 
-// "rank 3 (ring rank 1): RingAttention `blocks.0.attn`" -- the prefix of every message.
+// "rank 3 (ring rank 1 of 2): RingAttention `blocks.0.attn`" -- the prefix of every message.
 std::string Where(DistContext& ctx, const char* call, Axis axis, const CpAttentionOptions& o) {
   std::ostringstream s;
   s << "rank " << ctx.rank() << " (" << dist::AxisName(axis) << " rank " << ctx.AxisRank(axis)
