@@ -61,10 +61,10 @@ std::string UnifiedDiff(const std::string& a_name, const std::string& b_name,
   while (i < n || j < m) {
     if (i < n && j < m && a[i] == b[j]) {
       ops.push_back({' ', i++, j++});
-    } else if (j < m && (i == n || lcs[i][j + 1] >= lcs[i + 1][j])) {
-      ops.push_back({'+', i, j++});
+    } else if (i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1])) {
+      ops.push_back({'-', i++, j});  // deletions before insertions, as diff(1) prints them
     } else {
-      ops.push_back({'-', i++, j});
+      ops.push_back({'+', i, j++});
     }
   }
   std::string out = "--- " + a_name + "\n+++ " + b_name + "\n";
@@ -144,7 +144,7 @@ int RunFmt(const FmtOptions& options) {
     std::string canonical = json ? syntax::PrintJson(*plan) : syntax::PrintDsl(*plan);
     if (options.check) {
       if (canonical != src.text()) {
-        std::cout << UnifiedDiff("a/" + path, "b/" + path + " (canonical)", src.text(), canonical);
+        std::cout << UnifiedDiff(path, path + " (canonical)", src.text(), canonical);
         status = std::max(status, 1);
       }
     } else if (options.write) {
