@@ -6,7 +6,10 @@
 //
 // Threading: a DistContext is used from one thread. Every collective is blocking unless it
 // returns a handle (SendRecv). All ranks of a group must call the same collectives on that
-// group in the same order with matching shapes (as in c10d).
+// group in the same order with matching shapes (as in c10d). A mismatch that the wrappers
+// cannot see locally (e.g. AllToAll inputs of different shapes on different ranks, or
+// out_splits that disagree with what peers send) is undefined: Gloo may throw, or abort the
+// process from its worker thread; the peers then fail with DistError.
 //
 // Errors: every collective throws DistError (error.h) instead of hanging: when a peer has
 // exited (the backend notices the closed connection, usually at once) or after
@@ -109,6 +112,7 @@ class DistContext {
   // must agree. Exchanges the sizes with AllGatherSizes first (not cached).
   at::Tensor AllGatherUneven(Axis axis, const at::Tensor& input, int64_t dim);
 
+  // Every rank's `input` must have the same shape (uneven lengths: use AllToAllSingle).
   // Splits `input` into AxisSize(axis) equal chunks along scatter_dim (size must divide:
   // DistError otherwise), sends chunk j to axis rank j, and concatenates the received chunks
   // along gather_dim in axis rank order. scatter_dim == gather_dim is allowed. E.g. Ulysses

@@ -153,6 +153,24 @@ TEST(Groups, MembershipMatchesMeshArithmetic) {
   }
 }
 
+// Empty tensors: a rank that sends nothing, a gather of nothing, a zero-length local sequence.
+TEST(Collectives, EmptyPieces) {
+  RunOnRanks(2, Shape(1, 2, 1), [](DistContext& ctx) {
+    const int r = ctx.rank();
+    // Rank 0 sends nothing; rank 1 sends 3 rows to rank 0 and keeps 1.
+    at::Tensor in = r == 0 ? at::zeros({0, 2}) : at::full({4, 2}, 7.0f);
+    std::vector<int64_t> in_splits = r == 0 ? std::vector<int64_t>{0, 0} : std::vector<int64_t>{3, 1};
+    std::vector<int64_t> out_splits = r == 0 ? std::vector<int64_t>{0, 3} : std::vector<int64_t>{0, 1};
+    at::Tensor out = ctx.AllToAllSingle(Axis::kUlysses, in, in_splits, out_splits);
+    EXPECT_TENSOR_EQ(out, at::full({r == 0 ? 3 : 1, 2}, 7.0f));
+    // Every shard empty.
+    EXPECT_TENSOR_EQ(ctx.AllGatherUneven(Axis::kUlysses, at::zeros({0, 3}), 0), at::zeros({0, 3}));
+    // all_to_all of zero-length sequences (same shape on every rank, as required).
+    at::Tensor g = ctx.AllToAll(Axis::kUlysses, at::zeros({1, 0, 2, 2}), 2, 1);
+    EXPECT_EQ(g.sizes(), (at::IntArrayRef{1, 0, 1, 2}));
+  });
+}
+
 // Sizes are exchanged on every call (never cached).
 TEST(Collectives, UnevenAllGatherSizesChangeBetweenCalls) {
   RunOnRanks(3, Shape(1, 3, 1), [](DistContext& ctx) {
