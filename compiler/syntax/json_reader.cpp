@@ -39,8 +39,19 @@ std::string EscapePointerToken(const std::string& token) {
   return out;
 }
 
+// The DSL's keywords: a name spelled like one could not be printed back as DSL.
+bool IsKeyword(const std::string& s) {
+  static const char* const kKeywords[] = {
+      "plan", "for", "context_parallel", "tensor_parallel", "split", "gather", "attention", "output",
+      "dim", "rank", "optional", "packed", "colwise", "rowwise", "replicate", "local"};
+  for (const char* keyword : kKeywords) {
+    if (s == keyword) return true;
+  }
+  return false;
+}
+
 bool IsIdentifier(const std::string& s) {
-  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  if (s.empty() || IsKeyword(s) || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
   for (char c : s) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
   }
@@ -159,7 +170,7 @@ class JsonPlanReader {
     if (!Expect(m->value, Type::kString, key, "a string")) return false;
     if (!IsIdentifier(m->value.text)) {
       diags_.Emit(At(m->value), JsonWrongType, key, "`" + m->value.text + "`",
-                  "an identifier (letters, digits and `_`, not starting with a digit)");
+                  "an identifier (letters, digits and `_`, not starting with a digit, not a keyword)");
       return false;
     }
     out = Name{m->value.text, At(m->value)};
@@ -347,7 +358,7 @@ class JsonPlanReader {
       } else {
         if (argument->value.type == Type::kString) {
           diags_.Emit(At(argument->value), JsonWrongType, "argument", "`" + argument->value.text + "`",
-                      "an argument name (letters, digits and `_`)");
+                      "an argument name (letters, digits and `_`, not a keyword)");
         }
         item.has_error = true;
       }
@@ -442,7 +453,7 @@ class JsonPlanReader {
             size.value = e.integer;
           } else {
             diags_.Emit(At(e), JsonWrongType, "packed", e.type == Type::kString ? "`" + e.text + "`" : JsonTypeName(e.type),
-                        "a block size: a non-negative integer or a config name");
+                        "a block size: a non-negative integer or a config name (not a keyword)");
             rule.has_error = true;
             continue;
           }

@@ -51,7 +51,7 @@ const std::vector<std::string> kDictionary = {
     "output", "dim", "rank", "optional", "packed", "colwise", "rowwise", "replicate", "local",
     "{", "}", "[", "]", ",", "=", "\"", "'", "#", "\n", " ", "*", ".", "..", "{0..9}", "{a,b}",
     "\"\"", "0", "1", "99999999999", "-1", "\xff", "\xc3\xa9", ":", "\"weft_plan\": 1", "\"rules\": [",
-    "\"items\": [", "{\"split\": \"\"", "\"argument\": \"x\"", "\"dim\": 1", "null", "true", "\\u0000",
+    "\"items\": [", "{\"split\": \"\"", "\"argument\": \"x\"", "\"argument\": \"output\"", "\"dim\": 1", "null", "true", "\\u0000",
 };
 
 class Mutator {

@@ -2,7 +2,7 @@
 // clean JSON golden input validates; every failing JSON golden input that is JSON at all is
 // rejected. The validator below implements the subset of draft 2020-12 the schema uses
 // (type, const, enum, required, properties, additionalProperties: false, items, minItems,
-// oneOf, local $ref, minimum, maximum, pattern).
+// oneOf, not, local $ref, minimum, maximum, pattern).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -55,6 +55,7 @@ class Validator {
         !std::regex_search(value.get<std::string>(), std::regex(schema["pattern"].get<std::string>()))) {
       return at + ": does not match " + schema["pattern"].get<std::string>();
     }
+    if (schema.contains("not") && Check(value, schema["not"], at).empty()) return at + ": matches `not`";
     if (schema.contains("oneOf")) {
       int matches = 0;
       std::string last;
