@@ -55,19 +55,27 @@ at::Tensor Forward(nn::Module& model, const nn::Args& args) {
   return nn::OutputTensor(nn::Call(model, args), 0, model);
 }
 
-nn::Module& BuildModel(const JobOptions& options, std::unique_ptr<nn::Module>& holder) {
+// Builds the model and fills its weights: seeded random ones, or the checkpoint, read as
+// this rank's shards when `plan` (non-null) shards parameters over tp. Returns whether the
+// weights are already sharded.
+bool BuildModel(const JobOptions& options, const plan::ExecutionPlan* plan, const dist::DistContext& ctx,
+                std::unique_ptr<nn::Module>& holder) {
   holder = models::CreateModel(options.model);
   if (options.weights.empty()) {
     nn::RandomizeParameters(*holder, 1000 + options.seed);
     nn::CastParameters(*holder, options.dtype);
-  } else {
-    std::vector<io::SafetensorsFile> files;
-    for (const std::string& path : options.weights) files.push_back(io::SafetensorsFile::Open(path));
-    std::vector<const io::SafetensorsFile*> pointers;
-    for (const auto& f : files) pointers.push_back(&f);
-    nn::LoadWeights(*holder, pointers, options.dtype);
+    return false;
   }
-  return *holder;
+  std::vector<io::SafetensorsFile> files;
+  for (const std::string& path : options.weights) files.push_back(io::SafetensorsFile::Open(path));
+  std::vector<const io::SafetensorsFile*> pointers;
+  for (const auto& f : files) pointers.push_back(&f);
+  if (plan != nullptr && plan->mesh.Tp() > 1) {
+    LoadPlannedWeights(*plan, *holder, ctx, pointers, options.dtype);
+    return true;
+  }
+  nn::LoadWeights(*holder, pointers, options.dtype);
+  return false;
 }
 
 }  // namespace
@@ -75,11 +83,13 @@ nn::Module& BuildModel(const JobOptions& options, std::unique_ptr<nn::Module>& h
 JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const JobOptions& options) {
   const bool leader = ctx.rank() == 0;
   std::unique_ptr<nn::Module> holder;
-  nn::Module& model = BuildModel(options, holder);
+  const bool streamed = BuildModel(options, &plan, ctx, holder);
+  nn::Module& model = *holder;
   const nn::Args inputs = LoadInputs(options, model);
 
   InstallOptions install;
   install.plan_hash = options.plan_hash;
+  install.weights_already_sharded = streamed;
   InstalledPlan installed = Install(plan, model, ctx, install);
   Tracer tracer(ctx.rank());
   if (!options.trace.empty()) tracer.Attach(model, 2);
@@ -116,8 +126,10 @@ JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const 
   if (options.check) {
     const bool tp = plan.mesh.Tp() > 1;
     result.tolerance = options.tolerance.value_or(options.dtype == at::kFloat ? (tp ? 1e-4 : 1e-5) : 2e-2);
-    Uninstall(model);
-    at::Tensor reference = Forward(model, inputs);
+    // The reference is a fresh, unsharded copy of the model with the same weights.
+    std::unique_ptr<nn::Module> unsharded;
+    BuildModel(options, nullptr, ctx, unsharded);
+    at::Tensor reference = Forward(*unsharded, inputs);
     if (reference.sizes() != output.sizes()) {
       throw ExecError("rank " + std::to_string(ctx.rank()) + ": sharded output " + c10::str(output.sizes()) +
                       " but unsharded output " + c10::str(reference.sizes()) + " (does the plan gather the output?)");

@@ -1,9 +1,12 @@
-// `weft-run`: the runner. Today it runs the distributed smoke job (executor/smoke_job.h);
-// the executor (--plan, --model, --check ...) grows into this binary.
+// `weft-run`: the runner. Compiles (or reads) a plan, installs it on a built-in model and runs
+// sharded forward passes on N ranks, checking the result against one device.
 //
-//   weft-run                          4 local CPU ranks, mesh ring=2,ulysses=2, smoke job
-//   weft-run --nproc 8 --mesh ring=2,ulysses=2,tp=2
-//   torchrun --nproc-per-node 4 weft-run     (joins as the rank torchrun gives it)
+//   weft-run                          the default job: tiny Flux, plans/flux.weft, 4 local
+//                                     CPU ranks as ring=2 x ulysses=2, --check
+//   weft-run --model flux:small --mesh ulysses=4 --iters 5 --report json
+//   weft-run --compiled plan.json --weights w.safetensors --inputs in.safetensors --output out.safetensors
+//   weft-run --smoke --nproc 8 --mesh ring=2,ulysses=2,tp=2   (the distributed smoke job)
+//   torchrun --nproc-per-node 4 weft-run ...   (joins as the rank torchrun gives it)
 //
 // Two modes: when RANK/WORLD_SIZE are set (torchrun, srun wrappers, or our own launcher) the
 // process joins the job as that rank; otherwise it is the launcher and re-executes itself
@@ -21,6 +24,8 @@
 #include <torch/version.h>  // TORCH_VERSION only
 
 #include "compiler/source/version.h"
+#include "executor/plan_loader.h"
+#include "executor/run_job.h"
 #include "executor/smoke_job.h"
 #include "runtime/dist/dist_context.h"
 #include "runtime/dist/launcher.h"
@@ -37,6 +42,29 @@ struct RunOptions {
   int timeout_ms = 30000;
   int threads = 0;
   bool no_prefix = false;
+  bool smoke = false;
+  // The job (executor/run_job.h).
+  std::string plan;
+  std::string compiled;
+  std::string model = "flux:tiny";
+  std::string graph;
+  std::string workload;
+  bool ulysses_anything = false;
+  bool ring_anything = false;
+  std::string rotate = "allgather";
+  bool no_fp32_merge = false;
+  std::string device = "cpu";
+  std::string dtype = "fp32";
+  std::vector<std::string> weights;
+  std::string inputs;
+  std::string output;
+  bool check = false;
+  double tolerance = 0;
+  int iters = 1;
+  int warmup = 0;
+  std::string trace;
+  std::string report;
+  uint64_t seed = 0;
 };
 
 std::string VersionText() {
@@ -71,6 +99,50 @@ dist::MeshShape ResolveMesh(const RunOptions& o, int world_size) {
   return shape;
 }
 
+// The plan of the job: --compiled, or --plan (default: the model's plan in plans/) compiled
+// here against the model's graph for this mesh.
+exec::LoadedPlan LoadJobPlan(const RunOptions& o, const dist::MeshShape& shape) {
+  const models::ModelSpec spec = models::ParseModelSpec(o.model);
+  const std::string data = exec::DataDir();
+  exec::PlanRequest request;
+  request.compiled_file = o.compiled;
+  request.plan_file = o.plan.empty() ? exec::PlanFileFor(spec, data) : o.plan;
+  request.graph_file = o.graph.empty() ? exec::GraphFileFor(spec, data) : o.graph;
+  if (o.compiled.empty() && request.graph_file.empty()) {
+    throw std::runtime_error("no graph for model " + spec.ToString() + " in " + data +
+                             "/graphs; pass one with --graph (tools/export_graph.py makes them)");
+  }
+  request.workload = o.workload;
+  for (dist::Axis axis : shape.order) {
+    request.mesh.axes.push_back({dist::AxisName(axis), shape.Size(axis)});
+  }
+  request.mesh.world_size = shape.WorldSize();
+  request.mesh.ulysses_anything = o.ulysses_anything;
+  request.mesh.ring_anything = o.ring_anything;
+  request.mesh.convert_to_fp32 = !o.no_fp32_merge;
+  request.mesh.rotate_method = *plan::ParseRotateMethod(o.rotate);
+  return exec::LoadPlan(request);
+}
+
+exec::JobOptions JobOptionsFrom(const RunOptions& o, const exec::LoadedPlan& loaded) {
+  exec::JobOptions j;
+  j.model = models::ParseModelSpec(o.model);
+  j.weights = o.weights;
+  j.inputs = o.inputs;
+  j.output = o.output;
+  j.workload = exec::WorkloadFromGraph(j.model.family, loaded.graph_workload);
+  j.seed = o.seed;
+  j.dtype = o.dtype == "bf16" ? at::kBFloat16 : at::kFloat;
+  j.check = o.check;
+  if (o.tolerance > 0) j.tolerance = o.tolerance;
+  j.warmup = o.warmup;
+  j.iters = o.iters;
+  j.trace = o.trace;
+  j.report = o.report;
+  j.plan_hash = loaded.hash;
+  return j;
+}
+
 // One rank of the job.
 int RunRank(const RunOptions& o) {
   dist::WorldConfig world = dist::WorldFromEnv();
@@ -82,7 +154,14 @@ int RunRank(const RunOptions& o) {
   std::unique_ptr<dist::DistContext> ctx = dist::DistContext::Create(world, shape, dopts);
   double setup_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  const int status = exec::RunSmokeJobAndReport(*ctx, setup_ms, std::cout);
+  int status = 0;
+  if (o.smoke) {
+    status = exec::RunSmokeJobAndReport(*ctx, setup_ms, std::cout);
+  } else {
+    const exec::LoadedPlan loaded = LoadJobPlan(o, shape);
+    exec::JobResult result = exec::RunJob(*ctx, loaded.plan, JobOptionsFrom(o, loaded));
+    status = result.exit_code;
+  }
   ctx->Shutdown();
   return status;
 }
@@ -119,9 +198,9 @@ int RunLauncher(const RunOptions& o, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"weft-run: run a weft job on N local ranks, or as one rank under torchrun/srun.\n"
-               "With no arguments: the distributed smoke job on 4 local CPU ranks, mesh "
-               "ring=2,ulysses=2."};
+  CLI::App app{"weft-run: run a model sharded by a weft plan on N local ranks, or as one rank under "
+               "torchrun/srun.\nWith no arguments: tiny Flux with plans/flux.weft on 4 local CPU ranks "
+               "(ring=2 x ulysses=2), checked against one device."};
   app.set_version_flag("--version", VersionText());
   RunOptions o;
   app.add_option("--nproc", o.nproc, "Local ranks to spawn (default: the mesh's world size, 4)")
@@ -137,10 +216,49 @@ int main(int argc, char** argv) {
                  "Intra-op threads per rank (default: WEFT_THREADS, else cores / local ranks)")
       ->check(CLI::Range(1, 4096));
   app.add_flag("--no-prefix", o.no_prefix, "Do not prefix rank output with [rank k]");
+  app.add_flag("--smoke", o.smoke, "Run the distributed smoke job (every collective, exact checks) instead of a model");
+  auto* plan_opt = app.add_option("--plan", o.plan, "Plan to compile for this job (.weft or .json; default: "
+                                                    "plans/<family>.weft)")->check(CLI::ExistingFile);
+  app.add_option("--compiled", o.compiled, "Compiled plan (weft.plan/1 JSON from `weft compile`)")
+      ->check(CLI::ExistingFile)->excludes(plan_opt);
+  app.add_option("--model", o.model, "Built-in model NAME:CONFIG: flux:{tiny,small,dev,schnell}, "
+                                     "wan:{tiny,small,1.3b,14b,...} (default flux:tiny)");
+  app.add_option("--graph", o.graph, "The model's graph (weft.graph/1; default: graphs/ for built-in configs)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--workload", o.workload, "Graph workload to compile for and size the inputs by (default: the "
+                                           "graph's first)");
+  app.add_flag("--ulysses-anything", o.ulysses_anything, "Allow uneven sequence lengths and head counts");
+  app.add_flag("--ring-anything", o.ring_anything, "Allow uneven sequence lengths on the ring axis");
+  app.add_option("--rotate", o.rotate, "Ring K/V exchange: allgather or p2p")
+      ->check(CLI::IsMember({"allgather", "p2p", "alltoall"}));
+  app.add_flag("--no-fp32-merge", o.no_fp32_merge, "Merge ring partial results in the input dtype");
+  app.add_option("--device", o.device, "cpu (Gloo) or cuda (NCCL)")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--dtype", o.dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
+  app.add_option("--weights", o.weights, "Checkpoint safetensors file(s) in diffusers key names (default: "
+                                         "seeded random weights)")->check(CLI::ExistingFile);
+  app.add_option("--inputs", o.inputs, "Inputs as safetensors keyed by forward argument name (default: seeded "
+                                       "random)")->check(CLI::ExistingFile);
+  app.add_option("--output", o.output, "Write the gathered output to this safetensors file (rank 0)");
+  app.add_flag("--check", o.check, "Compare with an unsharded run; non-zero exit above the tolerance");
+  app.add_option("--tolerance", o.tolerance, "Relative tolerance of --check (default 1e-5 fp32 CP, 1e-4 with "
+                                             "TP, 2e-2 bf16)");
+  app.add_option("--iters", o.iters, "Timed iterations (median reported)")->check(CLI::Range(1, 100000));
+  app.add_option("--warmup", o.warmup, "Untimed iterations first")->check(CLI::Range(0, 100000));
+  app.add_option("--trace", o.trace, "Write Chrome trace JSON per rank to PREFIX.rank<r>.json");
+  app.add_option("--report", o.report, "`json`: print a JSON report on stdout; or a file to write it to");
+  app.add_option("--seed", o.seed, "Seed of random weights and inputs");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  // No arguments at all: the embedded default job, checked.
+  if (argc == 1) o.check = true;
+  if (o.device == "cuda") {
+#ifndef WEFT_WITH_CUDA
+    std::cerr << "weft-run: --device cuda needs a build with CUDA (-DWEFT_ENABLE_CUDA=ON against a CUDA LibTorch)\n";
+    return 2;
+#endif
   }
   try {
     if (dist::LaunchedAsRank()) return RunRank(o);

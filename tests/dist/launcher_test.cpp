@@ -146,8 +146,8 @@ Shell Sh(const std::string& command) {
 
 const std::string kWeftRun = WEFT_RUN_PATH;
 
-TEST(WeftRun, DefaultSmokeJobPasses) {
-  Shell s = Sh("env -u RANK -u WORLD_SIZE " + kWeftRun);
+TEST(WeftRun, SmokeJobPasses) {
+  Shell s = Sh("env -u RANK -u WORLD_SIZE " + kWeftRun + " --smoke");
   EXPECT_EQ(s.status, 0) << s.output;
   EXPECT_NE(s.output.find("[rank 0] weft-run smoke job: mesh ring=2,ulysses=2,tp=1 on 4 ranks"), std::string::npos)
       << s.output;
@@ -158,7 +158,7 @@ TEST(WeftRun, DefaultSmokeJobPasses) {
 
 TEST(WeftRun, SmokeJobOnThreeRanksWithAnotherOrder) {
   Shell s = Sh("env -u RANK -u WORLD_SIZE " + kWeftRun +
-               " --nproc 3 --mesh ulysses=3 --mesh-order ulysses,ring,tp --timeout-ms 20000");
+               " --smoke --nproc 3 --mesh ulysses=3 --mesh-order ulysses,ring,tp --timeout-ms 20000");
   EXPECT_EQ(s.status, 0) << s.output;
   EXPECT_NE(s.output.find("mesh ring=1,ulysses=3,tp=1,order=ulysses:ring:tp on 3 ranks"), std::string::npos)
       << s.output;

@@ -1,0 +1,50 @@
+#pragma once
+
+// Where weft-run gets its ExecutionPlan: a plan (.weft or .json) compiled here against the
+// model's graph for the job's mesh, or an already compiled plan (weft.plan/1 JSON). Every rank
+// does this itself; Install then checks that all ranks hold the same content hash.
+
+#include <optional>
+#include <string>
+
+#include "compiler/model/graph.h"
+#include "compiler/plan/execution_plan.h"
+#include "runtime/models/registry.h"
+
+namespace weft::exec {
+
+struct PlanRequest {
+  std::string plan_file;      // .weft / .json plan to compile (with `graph_file`)
+  std::string compiled_file;  // or: a compiled weft.plan/1 file
+  std::string graph_file;     // the model's weft.graph/1 file
+  std::string workload;       // graph workload to compile for ("" = the graph's first)
+  plan::Mesh mesh;            // axes + flags
+};
+
+struct LoadedPlan {
+  plan::ExecutionPlan plan;
+  std::string hash;                 // content hash ("sha256:...")
+  model::Workload graph_workload;   // the workload the plan was compiled for (params)
+};
+
+// Compiles or reads the plan. On a problem, throws std::runtime_error whose message holds the
+// rendered diagnostics (file:line:col: error: ... with the source line and caret), so a bad
+// plan reads the same from weft-run as from `weft check`.
+LoadedPlan LoadPlan(const PlanRequest& request);
+
+// The directory weft-run finds plans/ and graphs/ in: $WEFT_DATA_DIR, else the source tree
+// it was built from, else <exe>/../share/weft.
+std::string DataDir();
+
+// The graph file of a built-in model in `data_dir`/graphs, e.g. flux:tiny -> flux-tiny,
+// flux:dev -> flux1-dev, wan:14b -> wan2.1-t2v-14b. Empty when there is none.
+std::string GraphFileFor(const models::ModelSpec& spec, const std::string& data_dir);
+
+// The default plan of a model class: plans/<family>.weft in `data_dir`.
+std::string PlanFileFor(const models::ModelSpec& spec, const std::string& data_dir);
+
+// Example-input sizes (latent units) from a graph workload's params (pixels, frames,
+// text_len), for the model family.
+models::Workload WorkloadFromGraph(const std::string& family, const model::Workload& workload);
+
+}  // namespace weft::exec

@@ -1,0 +1,103 @@
+// The weft-run binary end to end: the default job, compiled plans, reports, and bad input
+// (a plan that does not compile, inputs of the wrong rank) with clear errors.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+const std::string kWeftRun = WEFT_RUN_PATH;
+const std::string kWeft = WEFT_PATH;
+const std::string kSource = WEFT_SOURCE_DIR;
+
+struct Shell {
+  int status = -1;
+  std::string output;
+};
+
+// Runs `command` with stderr merged into stdout, outside any rank environment.
+Shell Sh(const std::string& command) {
+  Shell s;
+  FILE* p = ::popen(("env -u RANK -u WORLD_SIZE -u LOCAL_RANK " + command + " 2>&1").c_str(), "r");
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) s.output.append(buf.data(), n);
+  const int st = ::pclose(p);
+  s.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return s;
+}
+
+std::string Temp(const std::string& name) { return ::testing::TempDir() + "/weft_run_test_" + name; }
+
+TEST(WeftRunJob, DefaultJobIsTinyFluxOnRing2Ulysses2Checked) {
+  Shell s = Sh(kWeftRun);
+  ASSERT_EQ(s.status, 0) << s.output;
+  EXPECT_NE(s.output.find("[rank 0] weft-run: flux:tiny on 4 ranks (tp=1,ring=2,ulysses=2)"), std::string::npos)
+      << s.output;
+  EXPECT_NE(s.output.find("[rank 0] weft-run: check passed"), std::string::npos) << s.output;
+}
+
+TEST(WeftRunJob, JsonReportHasLatencyCollectivesAndMemory) {
+  const std::string report = Temp("report.json");
+  Shell s = Sh(kWeftRun + " --nproc 2 --mesh ulysses=2 --iters 3 --warmup 1 --check --report " + report);
+  ASSERT_EQ(s.status, 0) << s.output;
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(report));
+  EXPECT_EQ(j["world_size"], 2);
+  EXPECT_EQ(j["latency_ms"]["iters"], 3);
+  EXPECT_GT(j["latency_ms"]["median"].get<double>(), 0.0);
+  EXPECT_EQ(j["peak_rss_bytes_per_rank"].size(), 2u);
+  EXPECT_TRUE(j["check"]["passed"].get<bool>());
+  // Four attention sites, Ulysses: the all-to-alls are on the ulysses axis.
+  bool ulysses = false;
+  for (const auto& c : j["collectives_per_forward"]) ulysses |= c["axis"] == "ulysses" && c["op"] == "all_to_all";
+  EXPECT_TRUE(ulysses) << j.dump(2);
+}
+
+TEST(WeftRunJob, CompiledPlanFromWeftCompileRuns) {
+  const std::string compiled = Temp("flux_tiny_ring2.json");
+  Shell c = Sh(kWeft + " compile " + kSource + "/plans/flux.weft --graph " + kSource +
+               "/graphs/flux-tiny.graph.json --workload 128x128 --mesh ring=2 --rotate p2p -o " + compiled);
+  ASSERT_EQ(c.status, 0) << c.output;
+  Shell s = Sh(kWeftRun + " --compiled " + compiled + " --nproc 2 --mesh ring=2 --check");
+  EXPECT_EQ(s.status, 0) << s.output;
+  EXPECT_NE(s.output.find("check passed"), std::string::npos) << s.output;
+}
+
+TEST(WeftRunJob, MeshOtherThanTheCompiledOneIsRefused) {
+  const std::string compiled = Temp("flux_tiny_u2.json");
+  ASSERT_EQ(Sh(kWeft + " compile " + kSource + "/plans/flux.weft --graph " + kSource +
+               "/graphs/flux-tiny.graph.json --workload 128x128 --mesh ulysses=2 -o " + compiled).status, 0);
+  Shell s = Sh(kWeftRun + " --compiled " + compiled + " --nproc 2 --mesh ring=2");
+  EXPECT_EQ(s.status, 1) << s.output;
+  EXPECT_NE(s.output.find("the plan was compiled for mesh ulysses=2 but this job runs on ring=2,ulysses=1,tp=1"),
+            std::string::npos) << s.output;
+}
+
+TEST(WeftRunJob, PlanThatDoesNotCompileShowsTheDiagnostic) {
+  const std::string plan = Temp("bad.weft");
+  std::ofstream(plan) << "plan flux for FluxTransformer2DModel\n"
+                         "context_parallel {\n"
+                         "  split \"\" {\n"
+                         "    hidden_state dim 1 rank 3\n"
+                         "  }\n"
+                         "}\n";
+  Shell s = Sh(kWeftRun + " --plan " + plan + " --nproc 2 --mesh ulysses=2");
+  EXPECT_EQ(s.status, 1) << s.output;
+  EXPECT_NE(s.output.find("does not compile for graph flux-tiny, mesh"), std::string::npos) << s.output;
+  EXPECT_NE(s.output.find("bad.weft:4:5: error:"), std::string::npos) << s.output;
+  EXPECT_NE(s.output.find("hidden_states"), std::string::npos) << s.output;  // the did-you-mean note
+}
+
+TEST(WeftRunJob, UnknownModelIsAClearError) {
+  Shell s = Sh(kWeftRun + " --model flux:huge --nproc 1 --mesh ulysses=1");
+  EXPECT_NE(s.status, 0) << s.output;
+  EXPECT_NE(s.output.find("unknown Flux config `huge` (known: tiny, small, dev, schnell)"), std::string::npos)
+      << s.output;
+}
+
+}  // namespace
