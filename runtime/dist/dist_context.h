@@ -45,6 +45,10 @@ struct DistOptions {
   // Also build an NCCL group per axis for CUDA tensors. Requires WEFT_WITH_CUDA builds;
   // DistContext::Create throws DistError when set without it.
   bool enable_nccl = false;
+  // Rank 0 only: an already bound, listening TCP socket to serve the store on (its port must
+  // be world.master_port), e.g. reserved by a parent process before forking ranks, so no other
+  // process can take the port in between. -1: rank 0 binds master_port itself.
+  int master_listen_fd = -1;
 };
 
 enum class ReduceKind { kSum, kMax, kMin };

@@ -1,6 +1,9 @@
 #include "tests/support/multi_rank.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -53,8 +56,15 @@ int PartCount() {
   return info == nullptr ? 0 : info->result()->total_part_count();
 }
 
-[[noreturn]] void ChildMain(int rank, int world_size, int port, const dist::MeshShape& mesh,
-                            const RankBody& body, const MultiRankOptions& options) {
+[[noreturn]] void ChildMain(int rank, int world_size, int port, int listen_fd,
+                            const dist::MeshShape& mesh, const RankBody& body,
+                            MultiRankOptions options) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // keep output of a rank killed at the deadline
+  if (rank == 0) {
+    options.dist.master_listen_fd = listen_fd;
+  } else if (listen_fd >= 0) {
+    ::close(listen_fd);
+  }
   int code = 0;
   try {
     dist::ConfigureIntraOpThreads(world_size, options.threads_per_rank);
@@ -101,6 +111,24 @@ int PartCount() {
   std::fflush(nullptr);
   // No destructors: tearing down c10d objects after a failed peer can block.
   std::_Exit(code);
+}
+
+// A TCP socket listening on 127.0.0.1 at a port the kernel chose; -1 (and a port from
+// FindFreePort) if that fails.
+int ListenOnFreePort(int* port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  ::inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  socklen_t len = sizeof sa;
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 && ::listen(fd, 128) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0) {
+    *port = ntohs(sa.sin_port);
+    return fd;
+  }
+  if (fd >= 0) ::close(fd);
+  *port = dist::FindFreePort();
+  return -1;
 }
 
 std::string ReadFile(const std::string& path) {
@@ -159,7 +187,10 @@ MultiRankResult RunRanks(int world_size, const dist::MeshShape& mesh, const Rank
               << " threads before fork; run no torch ops outside the rank body\n";
   }
   const auto start = Clock::now();
-  const int port = dist::FindFreePort();
+  // Reserve the store's port by holding a listening socket that rank 0 inherits and serves
+  // on: no other process can take the port between choosing and binding it.
+  int port = 0;
+  const int listen_fd = ListenOnFreePort(&port);
   std::vector<std::string> logs(world_size);
   std::vector<pid_t> pids(world_size, -1);
   result.ranks.resize(world_size);
@@ -181,7 +212,7 @@ MultiRankResult RunRanks(int world_size, const dist::MeshShape& mesh, const Rank
       ::dup2(fd, 1);
       ::dup2(fd, 2);
       ::close(fd);
-      ChildMain(r, world_size, port, mesh, body, options);
+      ChildMain(r, world_size, port, listen_fd, mesh, body, options);
     }
     ::close(fd);
     pids[r] = pid;
@@ -189,6 +220,7 @@ MultiRankResult RunRanks(int world_size, const dist::MeshShape& mesh, const Rank
     if (pid < 0) result.ranks[r].output = std::string("fork failed: ") + std::strerror(errno);
   }
 
+  if (listen_fd >= 0) ::close(listen_fd);
   const auto grace = options.failure_grace.count() >= 0
                          ? options.failure_grace
                          : options.dist.timeout + std::chrono::milliseconds(2000);
