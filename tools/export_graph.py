@@ -581,6 +581,7 @@ def export(config_path, workload_names=None):
     # Workloads.
     workloads = []
     sites = OrderedDict()
+    output_counts = {}  # type name -> set of output counts seen
     for wl in spec["workloads"]:
         if workload_names and wl["name"] not in workload_names:
             continue
@@ -597,6 +598,10 @@ def export(config_path, workload_names=None):
             mod = model.get_submodule(path) if path else model
             if path not in sites and is_attention(mod):
                 sites[path] = attention_site(path, mod, tracer.calls.get(path, []), recs)
+        for path, calls in tracer.calls.items():
+            tname = type(model.get_submodule(path) if path else model).__name__
+            for c in calls:
+                output_counts.setdefault(tname, set()).add(len(c["outputs"]))
         trace = compress([(p, c) for p, c in tracer.calls.items()], list_paths)
         attn = compress([(p, r) for p, r in tracer.attention.items()], list_paths)
         w = OrderedDict(name=wl["name"])
@@ -611,6 +616,10 @@ def export(config_path, workload_names=None):
             sites[name] = attention_site(name, mod, [], [])
             sites[name]["traced"] = False
 
+    # A forward returns a fixed number of outputs when every traced call agreed.
+    for tname, counts in output_counts.items():
+        if len(counts) == 1:
+            types[tname]["forward"]["outputs"] = next(iter(counts))
     modules = [OrderedDict([("path", p)] + list(e.items()))
                for p, e in compress(mod_entries, list_paths)]
     site_list = [OrderedDict([("path", p)] + list(e.items()))

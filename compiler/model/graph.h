@@ -75,6 +75,7 @@ struct ModuleType {
   std::string python_module;  // where it is defined, e.g. "diffusers.models.transformers.transformer_flux"
   std::vector<Arg> args;
   bool variadic = false;      // *args / **kwargs present
+  int64_t num_outputs = -1;   // outputs every traced call returned (a tensor is 1); -1 unknown
 
   // Position of argument `name`, or nullopt.
   std::optional<size_t> ArgIndex(std::string_view name) const;

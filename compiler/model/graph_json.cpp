@@ -241,8 +241,9 @@ void ReadTypes(Reader& r, const OJson& j, const std::string& ptr, ModelGraph& g)
     if (const OJson* fwd = r.Field(t, "forward", p, true)) {
       const std::string fp = Child(p, "forward");
       if (r.ExpectObject(*fwd, fp)) {
-        r.CheckKeys(*fwd, fp, {"args", "variadic"});
+        r.CheckKeys(*fwd, fp, {"args", "variadic", "outputs"});
         r.Bool(*fwd, "variadic", fp, type.variadic);
+        r.Int(*fwd, "outputs", fp, type.num_outputs, false);
         if (const OJson* args = r.Field(*fwd, "args", fp, true)) {
           const std::string ap = Child(fp, "args");
           if (r.ExpectArray(*args, ap)) {
@@ -639,6 +640,7 @@ J TypeBody(const ModuleType& t, bool with_module) {
   }
   fwd["args"] = std::move(args);
   if (t.variadic) fwd["variadic"] = true;
+  if (t.num_outputs >= 0) fwd["outputs"] = t.num_outputs;
   J e;
   if (with_module) e["module"] = t.python_module;
   e["forward"] = std::move(fwd);

@@ -79,6 +79,10 @@ TEST(CommittedGraphsTest, FluxDevFacts) {
   EXPECT_EQ(g.FindModule("single_transformer_blocks.37.proj_out")->FindAttr("tp_packed_row_blocks")->values,
             (std::vector<int64_t>{3072, 12288}));
   EXPECT_EQ(g.ConfigValue("mlp_hidden_dim"), 12288);
+  // Output counts of the forward signatures: the double block returns both streams.
+  EXPECT_EQ(g.FindType("FluxTransformerBlock")->num_outputs, 2);
+  EXPECT_EQ(g.FindType("Linear")->num_outputs, 1);
+  EXPECT_EQ(g.TypeOf("")->num_outputs, 1);
   // About 11.9 B parameters in bf16.
   EXPECT_GT(g.ParamBytes(), 23'000'000'000);
   EXPECT_LT(g.ParamBytes(), 24'500'000'000);
