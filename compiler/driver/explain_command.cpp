@@ -33,7 +33,8 @@ std::string SizesText(int64_t global, const std::vector<int64_t>& sizes) {
 }
 
 struct Row {
-  std::string data, attention, tp, comm, bytes;
+  std::vector<std::string> data;  // one split/gather per line
+  std::string attention, tp, comm, bytes;
 };
 
 Row RowOf(const plan::ModuleStep& s) {
@@ -49,7 +50,7 @@ Row RowOf(const plan::ModuleStep& s) {
     data.push_back("gather out" + std::to_string(g.output) + " d" + std::to_string(g.dim) + " " +
                    std::to_string(g.sizes.empty() ? g.global_size : g.sizes[0]) + "->" + std::to_string(g.global_size));
   }
-  r.data = Join(data, "; ");
+  r.data = data;
   if (s.attention) {
     const plan::Attention& a = *s.attention;
     std::ostringstream o;
@@ -95,7 +96,7 @@ void Explain(const plan::ExecutionPlan& p, const model::ModelGraph& graph, std::
   std::vector<Row> rows;
   for (const plan::ModuleStep& s : p.steps) {
     Row r = RowOf(s);
-    keyed.emplace_back(s.module, r.data + "\x1f" + r.attention + "\x1f" + r.tp + "\x1f" + r.comm + "\x1f" + r.bytes +
+    keyed.emplace_back(s.module, Join(r.data, "\x1e") + "\x1f" + r.attention + "\x1f" + r.tp + "\x1f" + r.comm + "\x1f" + r.bytes +
                                      "\x1f" + std::to_string(s.calls));
     rows.push_back(std::move(r));
   }
@@ -108,7 +109,7 @@ void Explain(const plan::ExecutionPlan& p, const model::ModelGraph& graph, std::
   size_t w_mod = 6, w_data = 4, w_attn = 9, w_tp = 2, w_comm = 11;
   for (const auto& [pattern, i] : groups) {
     w_mod = std::max(w_mod, pattern.size() + 2);
-    w_data = std::max(w_data, rows[i].data.size());
+    for (const std::string& d : rows[i].data) w_data = std::max(w_data, d.size());
     w_attn = std::max(w_attn, rows[i].attention.size());
     w_tp = std::max(w_tp, rows[i].tp.size());
     w_comm = std::max(w_comm, rows[i].comm.size());
@@ -121,7 +122,10 @@ void Explain(const plan::ExecutionPlan& p, const model::ModelGraph& graph, std::
   };
   line("module", "data", "attention", "tp", "collectives", "bytes/rank/call");
   for (const auto& [pattern, i] : groups) {
-    line("`" + pattern + "`", rows[i].data, rows[i].attention, rows[i].tp, rows[i].comm, rows[i].bytes);
+    const std::vector<std::string>& data = rows[i].data;
+    line("`" + pattern + "`", data.empty() ? "" : data[0], rows[i].attention, rows[i].tp, rows[i].comm,
+         rows[i].bytes);
+    for (size_t k = 1; k < data.size(); ++k) line("", data[k], "", "", "", "");
   }
   out << "\nper forward, per rank: " << p.cost.collectives << " collectives, " << plan::FormatBytes(p.cost.bytes)
       << " sent\n";
