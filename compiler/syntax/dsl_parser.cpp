@@ -3,7 +3,9 @@
 // the grammar's error alternatives make possible.
 #include <antlr4-runtime.h>
 
+#include <algorithm>
 #include <charconv>
+#include <set>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -112,6 +114,7 @@ class ErrorListener : public antlr4::BaseErrorListener {
     if (reported_any_ && at.offset == last_offset_) return;  // one error per position
     reported_any_ = true;
     last_offset_ = at.offset;
+    reported_offsets_.insert(at.offset);
 
     std::vector<std::string> expected_keywords;
     std::vector<std::string> expected;
@@ -152,9 +155,22 @@ class ErrorListener : public antlr4::BaseErrorListener {
           }
         }
       }
+      // Where a section, statement or style keyword (or the header's `for`) is expected, a
+      // name is accepted only by an error alternative that diagnoses misspellings; listing
+      // it would mislead. (Where a tensor is expected, a name is a real choice.)
+      static const std::set<std::string> kStarters = {
+          "context_parallel", "tensor_parallel", "split", "gather", "attention",
+          "colwise", "rowwise", "replicate", "for"};
+      bool starters = false;
+      for (const std::string& keyword : expected_keywords) starters |= kStarters.count(keyword) > 0;
+      if (starters) kinds.erase(std::remove(kinds.begin(), kinds.end(), "a name"), kinds.end());
       expected.insert(expected.end(), kinds.begin(), kinds.end());
     }
     std::string hint;
+    if (expected.size() > 6 && std::count(expected_keywords.begin(), expected_keywords.end(), "local")) {
+      // Any word is accepted as an attention mode (and checked later): name the real ones.
+      expected = {"`context_parallel`", "`local`"};
+    }
     if (!expected.empty() && expected.size() <= 6) {
       hint = "; expected ";
       for (size_t i = 0; i < expected.size(); ++i) {
@@ -196,8 +212,12 @@ class ErrorListener : public antlr4::BaseErrorListener {
   }
 
   size_t count() const { return count_; }
+  // Byte offsets where a syntax error was reported (the AST builder does not report a
+  // second error at the same place).
+  const std::set<uint32_t>& reported_offsets() const { return reported_offsets_; }
 
  private:
+  std::set<uint32_t> reported_offsets_;
   const source::SourceBuffer& src_;
   const OffsetMap& offsets_;
   diag::Emitter& diags_;
@@ -216,8 +236,9 @@ struct CommentToken {
 class AstBuilder {
  public:
   AstBuilder(const source::SourceBuffer& src, const OffsetMap& offsets, diag::Emitter& diags,
-             std::vector<CommentToken> comments)
-      : src_(src), offsets_(offsets), diags_(diags), comments_(std::move(comments)) {}
+             std::vector<CommentToken> comments, const std::set<uint32_t>& syntax_errors)
+      : src_(src), offsets_(offsets), diags_(diags), comments_(std::move(comments)),
+        syntax_errors_(syntax_errors) {}
 
   std::optional<PlanAst> Build(P::PlanContext* ctx, bool syntax_errors) {
     PlanAst plan;
@@ -320,6 +341,7 @@ class AstBuilder {
   // True when `word` is on the line of the previous unknown statement: the rest of a
   // statement that was already reported (`splt "" hidden_states dim 1`), not a new one.
   bool ContinuesUnknown(const antlr4::Token* word) {
+    if (syntax_errors_.count(Range(word).offset)) return true;  // already reported there
     uint32_t line = Range(word).line;
     bool continues = line == last_unknown_line_;
     last_unknown_line_ = line;
@@ -403,7 +425,7 @@ class AstBuilder {
         for (TpRule& rule : fresh.rules) plan.tensor_parallel->rules.push_back(std::move(rule));
       }
     } else if (auto* unknown = dynamic_cast<P::UnknownSectionContext*>(section)) {
-      if (IsReal(unknown->unknown)) {
+      if (IsReal(unknown->unknown) && !syntax_errors_.count(Range(unknown->unknown).offset)) {
         std::string word = Text(unknown->unknown);
         diags_.Emit(Range(unknown->unknown), UnknownSection, word,
                     SuggestionSuffix(word, kSections));
@@ -688,6 +710,7 @@ class AstBuilder {
   const OffsetMap& offsets_;
   diag::Emitter& diags_;
   std::vector<CommentToken> comments_;
+  const std::set<uint32_t>& syntax_errors_;
   size_t next_comment_ = 0;
   Comments* last_ = nullptr;
   uint32_t last_line_ = 0;
@@ -767,7 +790,7 @@ std::optional<PlanAst> ParseDsl(const source::SourceBuffer& src, diag::Emitter& 
         antlr4::atn::PredictionMode::LL);
     tree = parser.plan();
   }
-  AstBuilder builder(src, offsets, diags, std::move(comments));
+  AstBuilder builder(src, offsets, diags, std::move(comments), listener.reported_offsets());
   return builder.Build(tree, listener.count() > 0 || diags.error_count() > errors_before);
 }
 
