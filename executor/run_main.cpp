@@ -191,6 +191,7 @@ int RunLauncher(const RunOptions& o, int argc, char** argv) {
   // Children must not re-launch: they see RANK and join.
   lo.threads_per_rank = o.threads;
   lo.prefix_output = !o.no_prefix;
+  lo.pass_listen_fd = true;  // the ranks are weft-run: rank 0 serves the store on the reserved port
   dist::LaunchResult r = dist::Launch(lo);
   return r.exit_code;
 }

@@ -260,7 +260,8 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
     so.numWorkers = world.world_size;
     so.waitWorkers = true;
     so.timeout = options.timeout;
-    if (world.rank == 0 && options.master_listen_fd >= 0) so.masterListenFd = options.master_listen_fd;
+    const int listen_fd = options.master_listen_fd >= 0 ? options.master_listen_fd : world.master_listen_fd;
+    if (world.rank == 0 && listen_fd >= 0) so.masterListenFd = listen_fd;
     impl->store = c10::make_intrusive<c10d::TCPStore>(world.master_addr, so);
   } catch (const std::exception& e) {
     std::string m = BackendMessage(e);

@@ -47,7 +47,8 @@ struct DistOptions {
   bool enable_nccl = false;
   // Rank 0 only: an already bound, listening TCP socket to serve the store on (its port must
   // be world.master_port), e.g. reserved by a parent process before forking ranks, so no other
-  // process can take the port in between. -1: rank 0 binds master_port itself.
+  // process can take the port in between. -1: world.master_listen_fd, else rank 0 binds
+  // master_port itself.
   int master_listen_fd = -1;
 };
 

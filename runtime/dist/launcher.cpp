@@ -1,6 +1,9 @@
 #include "runtime/dist/launcher.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -78,12 +81,31 @@ LaunchResult Launch(const LaunchOptions& opt) {
   if (opt.argv.empty()) throw DistError("launcher: no command to run");
   std::ostream& out = opt.out ? *opt.out : std::cout;
   std::ostream& err = opt.err ? *opt.err : std::cerr;
-  const int port = opt.master_port > 0 ? opt.master_port : FindFreePort(opt.master_addr);
+  int port = opt.master_port;
+  int listen_fd = -1;
+  if (port <= 0 && opt.pass_listen_fd) {
+    // Not close-on-exec: rank 0 inherits it.
+    listen_fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    socklen_t len = sizeof sa;
+    int one = 1;
+    if (listen_fd < 0 || ::inet_pton(AF_INET, opt.master_addr.c_str(), &sa.sin_addr) != 1 ||
+        ::setsockopt(listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        ::bind(listen_fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(listen_fd, 512) != 0 ||
+        ::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+      if (listen_fd >= 0) ::close(listen_fd);
+      listen_fd = -1;
+    } else {
+      port = ntohs(sa.sin_port);
+    }
+  }
+  if (port <= 0) port = FindFreePort(opt.master_addr);
   const int threads = opt.threads_per_rank > 0 ? opt.threads_per_rank : DefaultThreadsPerRank(opt.nproc);
 
   // Environment of every rank: ours minus the keys we set, plus them.
   std::set<std::string> ours = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                                "MASTER_PORT", "WEFT_THREADS", "OMP_NUM_THREADS"};
+                                "MASTER_PORT", "WEFT_THREADS", "OMP_NUM_THREADS", "WEFT_MASTER_LISTEN_FD"};
   for (const auto& kv : opt.env) ours.insert(kv.first);
   std::vector<std::string> base_env;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -116,6 +138,7 @@ LaunchResult Launch(const LaunchOptions& opt) {
     std::vector<std::string> env = base_env;
     env.push_back("RANK=" + std::to_string(r));
     env.push_back("LOCAL_RANK=" + std::to_string(r));
+    if (r == 0 && listen_fd >= 0) env.push_back("WEFT_MASTER_LISTEN_FD=" + std::to_string(listen_fd));
     std::vector<char*> envp;
     for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
     envp.push_back(nullptr);
@@ -131,6 +154,7 @@ LaunchResult Launch(const LaunchOptions& opt) {
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
       signal(SIGINT, SIG_DFL);
       signal(SIGTERM, SIG_DFL);
+      if (r != 0 && listen_fd >= 0) ::close(listen_fd);
       if (opt.prefix_output) {
         ::dup2(pipes[0][1], 1);
         ::dup2(pipes[1][1], 2);
@@ -150,6 +174,7 @@ LaunchResult Launch(const LaunchOptions& opt) {
     }
   }
 
+  if (listen_fd >= 0) ::close(listen_fd);  // rank 0 holds it now
   LaunchResult result;
   int alive = opt.nproc;
   bool stopping = false;

@@ -14,6 +14,11 @@ struct LaunchOptions {
   std::vector<std::string> argv;  // program (absolute path or found on PATH) and arguments
   std::string master_addr = "127.0.0.1";
   int master_port = 0;            // 0: a free port (bind port 0)
+  // With master_port 0: keep the chosen port reserved by a listening socket that rank 0
+  // inherits, named by WEFT_MASTER_LISTEN_FD (weft programs serve the store on it, see
+  // WorldFromEnv); no other process can take the port meanwhile. Only for commands that
+  // understand it: another program would find the port busy.
+  bool pass_listen_fd = false;
   // Intra-op threads per rank, exported as WEFT_THREADS and OMP_NUM_THREADS. 0: the
   // launcher's own WEFT_THREADS if set, else max(1, cores / nproc).
   int threads_per_rank = 0;

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -101,6 +102,11 @@ WorldConfig WorldFromEnv(const std::function<const char*(const char*)>& getenv) 
     if (std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }) && v.size() <= 6) {
       w.local_world_size = std::max(1, std::stoi(v));
     }
+  }
+  if (w.rank == 0 && set("WEFT_MASTER_LISTEN_FD")) {
+    const int fd = ParseIntVar("WEFT_MASTER_LISTEN_FD", getenv("WEFT_MASTER_LISTEN_FD"), 0, 1 << 20);
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) w.master_listen_fd = fd;
   }
   ValidateWorld(w);
   return w;

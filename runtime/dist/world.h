@@ -16,6 +16,10 @@ struct WorldConfig {
   int local_world_size = 1;  // ranks on this host (sizes the intra-op thread pool)
   std::string master_addr = "127.0.0.1";  // host of the TCPStore server (rank 0 serves it)
   int master_port = 0;       // its port, 1..65535
+  // Rank 0 only: an inherited socket already listening on master_port, to serve the store on
+  // (WEFT_MASTER_LISTEN_FD, set by the launcher with LaunchOptions::pass_listen_fd). -1: none,
+  // rank 0 binds master_port itself.
+  int master_listen_fd = -1;
 };
 
 // Reads the torchrun / weft-run environment: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
@@ -25,7 +29,8 @@ struct WorldConfig {
 // is a plain number, else WORLD_SIZE); MASTER_ADDR and MASTER_PORT are still required. Throws
 // DistError with a message naming the variable and its value when one is missing,
 // non-numeric, out of range (port outside 1..65535, RANK >= WORLD_SIZE, WORLD_SIZE < 1,
-// LOCAL_RANK >= LOCAL_WORLD_SIZE). `getenv` is injectable for tests.
+// LOCAL_RANK >= LOCAL_WORLD_SIZE). On rank 0, WEFT_MASTER_LISTEN_FD (when it names an open
+// socket) sets master_listen_fd. `getenv` is injectable for tests.
 WorldConfig WorldFromEnv();
 WorldConfig WorldFromEnv(const std::function<const char*(const char*)>& getenv);
 

@@ -65,6 +65,21 @@ TEST(Launcher, SetsTheRankEnvironmentAndPrefixesOutput) {
   }
 }
 
+TEST(Launcher, ReservedPortIsInheritedByRankZeroOnly) {
+  std::ostringstream out, err;
+  LaunchOptions o;
+  o.nproc = 2;
+  o.pass_listen_fd = true;
+  o.argv = {"/bin/sh", "-c",
+            "if [ -n \"$WEFT_MASTER_LISTEN_FD\" ] && [ -e /proc/$$/fd/$WEFT_MASTER_LISTEN_FD ]; then "
+            "echo fd open; else echo no fd; fi"};
+  o.out = &out;
+  o.err = &err;
+  EXPECT_EQ(Launch(o).exit_code, 0) << err.str();
+  EXPECT_NE(out.str().find("[rank 0] fd open"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("[rank 1] no fd"), std::string::npos) << out.str();
+}
+
 TEST(Launcher, WeftThreadsOverridesThePerRankDefault) {
   ::setenv("WEFT_THREADS", "5", 1);
   Captured c = LaunchSh(2, "echo t=$WEFT_THREADS");

@@ -2,6 +2,9 @@
 #include "runtime/dist/world.h"
 
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -104,6 +107,25 @@ TEST(WorldFromEnv, SrunVariablesStandInForTorchrunOnes) {
   EXPECT_EQ(Error(env), "RANK=8 must be < WORLD_SIZE=8");
   env["SLURM_PROCID"] = "x";
   EXPECT_EQ(Error(env), "environment variable SLURM_PROCID=`x` is not a non-negative integer");
+}
+
+TEST(WorldFromEnv, InheritedListeningSocketOnRankZeroOnly) {
+  const int sock = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(sock, 0);
+  Env env = Good();
+  env["WEFT_MASTER_LISTEN_FD"] = std::to_string(sock);
+  auto world = [&]() {
+    return WorldFromEnv([&](const char* n) -> const char* {
+      auto it = env.find(n);
+      return it == env.end() ? nullptr : it->second.c_str();
+    });
+  };
+  EXPECT_EQ(world().master_listen_fd, -1);  // rank 1
+  env["RANK"] = "0";
+  env["LOCAL_RANK"] = "0";
+  EXPECT_EQ(world().master_listen_fd, sock);
+  ::close(sock);
+  EXPECT_EQ(world().master_listen_fd, -1);  // not an open socket any more
 }
 
 TEST(WorldFromEnv, LaunchedAsRank) {
