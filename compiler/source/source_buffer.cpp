@@ -34,8 +34,22 @@ std::optional<SourceBuffer> SourceBuffer::FromFile(const std::string& path, std:
 
 SourceBuffer::LineCol SourceBuffer::LineColOf(uint32_t offset) const {
   offset = std::min<uint32_t>(offset, size());
-  auto it = std::upper_bound(line_starts_.begin(), line_starts_.end(), offset);
-  uint32_t line = static_cast<uint32_t>(it - line_starts_.begin());
+  // Readers ask in increasing order: try the line of the previous answer and the next one
+  // before searching.
+  auto on_line = [&](uint32_t line) {  // 1-based
+    return line >= 1 && line <= line_starts_.size() && line_starts_[line - 1] <= offset &&
+           (line == line_starts_.size() || offset < line_starts_[line]);
+  };
+  uint32_t line = last_line_;
+  if (!on_line(line)) {
+    if (on_line(line + 1)) {
+      ++line;
+    } else {
+      auto it = std::upper_bound(line_starts_.begin(), line_starts_.end(), offset);
+      line = static_cast<uint32_t>(it - line_starts_.begin());
+    }
+  }
+  last_line_ = line;
   return {line, offset - line_starts_[line - 1] + 1};
 }
 

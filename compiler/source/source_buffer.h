@@ -14,7 +14,8 @@ namespace weft::source {
 
 // The text of one input file, its name as the user wrote it, and a line table. Immutable
 // after construction except for the JSON-pointer annotations a JSON reader may attach (so
-// that any later diagnostic at an offset inside a JSON plan can name its JSON pointer).
+// that any later diagnostic at an offset inside a JSON plan can name its JSON pointer) and
+// a lookup cache; not for concurrent use.
 class SourceBuffer {
  public:
   SourceBuffer(std::string filename, std::string text);
@@ -56,6 +57,7 @@ class SourceBuffer {
   FileId id_;
   std::vector<uint32_t> line_starts_;
   mutable std::map<uint32_t, std::string> json_pointers_;
+  mutable uint32_t last_line_ = 1;  // LineColOf's cache (lookups come mostly in order)
 };
 
 // Owns the buffers of one compilation and hands out their FileIds. Buffers never move

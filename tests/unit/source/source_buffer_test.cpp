@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace weft::source {
 namespace {
 
@@ -21,6 +23,30 @@ TEST(SourceBufferTest, LineAndColumnAreOneBasedBytes) {
   EXPECT_EQ(buffer.LineText(3), "");
   EXPECT_EQ(buffer.LineText(4), "xyz");
   EXPECT_EQ(buffer.LineText(5), "");
+}
+
+TEST(SourceBufferTest, LineColAgreesWithAScanInAnyQueryOrder) {
+  const std::string text = "a\n\nbc\ndef\n\n\nghij";
+  SourceBuffer buffer("a.weft", text);
+  // Forward, backward and jumping queries exercise the lookup cache.
+  std::vector<uint32_t> order;
+  for (uint32_t i = 0; i <= text.size(); ++i) order.push_back(i);
+  for (uint32_t i = static_cast<uint32_t>(text.size()) + 1; i-- > 0;) order.push_back(i);
+  for (uint32_t i = 0; i <= text.size(); i += 3) order.push_back(static_cast<uint32_t>(text.size()) - i);
+  for (uint32_t offset : order) {
+    uint32_t line = 1, col = 1;
+    for (uint32_t i = 0; i < offset; ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
+    }
+    auto lc = buffer.LineColOf(offset);
+    EXPECT_EQ(lc.line, line) << offset;
+    EXPECT_EQ(lc.col, col) << offset;
+  }
 }
 
 TEST(SourceBufferTest, RangeAtClampsToTheText) {
