@@ -863,11 +863,18 @@ std::string CanonicalGraphJson(const ModelGraph& g) {
   for (size_t i = 0; i < g.modules.size(); ++i) {
     Json e = ModuleBody<Json>(g.modules[i]);
     e["path"] = g.modules[i].path;
+    // The dtype a model is loaded in does not change how a plan shards it.
+    if (e.contains("params")) {
+      for (Json& param : e["params"]) param.erase("dtype");
+    }
     out += (i ? "," : "") + e.dump();
   }
   out += "],\"types\":";
   Json types = Json::object();
-  for (const ModuleType& t : g.types) types[t.name] = TypeBody<Json>(t, false);
+  for (const ModuleType& t : g.types) {
+    types[t.name] = TypeBody<Json>(t, false);
+    types[t.name]["forward"].erase("outputs");  // observed in the trace, like the workloads
+  }
   out += types.dump() + "}";
   return out;
 }

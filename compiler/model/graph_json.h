@@ -47,9 +47,10 @@ std::string WriteGraphJson(const ModelGraph& graph);
 
 // The hashed part of the graph as compact canonical JSON (sorted keys, expanded paths, modules
 // in pre-order): class name, named config values, forward signatures (without the Python
-// module), modules and attention sites. Names, provenance and workload traces are left out, so
-// a graph exported from diffusers and one dumped by weft-run for the same architecture hash
-// alike, and a new workload does not change the hash.
+// module or output counts), modules (parameters without dtypes) and attention sites. Names,
+// provenance, dtypes and workload traces are left out, so a graph exported from diffusers and
+// one dumped by weft-run for the same architecture hash alike, and a new workload does not
+// change the hash.
 std::string CanonicalGraphJson(const ModelGraph& graph);
 
 // "sha256:" + hex SHA-256 of CanonicalGraphJson(graph). ModelGraph::Hash() is the memoised
