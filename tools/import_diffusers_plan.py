@@ -23,6 +23,7 @@ skips a split silently when the rank differs, weft reports it unless the rule sa
 
   .venv/bin/python tools/import_diffusers_plan.py FluxTransformer2DModel --name flux > plans/flux.weft
   .venv/bin/python tools/import_diffusers_plan.py --list
+  .venv/bin/python tools/import_diffusers_plan.py --all --out-dir /tmp/imported   # every class
 """
 import argparse
 import ast
@@ -61,7 +62,20 @@ def classes_with_plans(transformers):
     return out
 
 
+# Plan names of plans/ (where the mechanical rule below reads worse).
+KNOWN_NAMES = {
+    "ChronoEditTransformer3DModel": "chronoedit",
+    "LTXVideoTransformer3DModel": "ltx",
+    "LTX2VideoTransformer3DModel": "ltx2",
+    "MiniMaxH3Transformer3DModel": "minimax_h3",
+    "QwenImageTransformer2DModel": "qwenimage",
+    "QwenImage21Transformer2DModel": "qwenimage21",
+}
+
+
 def default_name(class_name):
+    if class_name in KNOWN_NAMES:
+        return KNOWN_NAMES[class_name]
     name = re.sub(r"Transformer\dDModel$|Model$", "", class_name)
     return re.sub(r"[^a-z0-9_]", "", re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower())
 
@@ -299,11 +313,24 @@ def main():
     ap.add_argument("model_class", nargs="?", help="diffusers model class, e.g. FluxTransformer2DModel")
     ap.add_argument("--name", help="plan name ([a-z0-9_]); default from the class name")
     ap.add_argument("--list", action="store_true", help="list the classes that carry a plan")
+    ap.add_argument("--all", action="store_true", help="import every class that carries a plan")
+    ap.add_argument("--out-dir", help="with --all: write <name>.weft files here")
     args = ap.parse_args()
     diffusers, transformers, mp, tp = load_diffusers()
     if args.list:
         for name in classes_with_plans(transformers):
             print(name)
+        return
+    if args.all:
+        if not args.out_dir:
+            ap.error("--all needs --out-dir")
+        import os
+        os.makedirs(args.out_dir, exist_ok=True)
+        for class_name in classes_with_plans(transformers):
+            name = default_name(class_name)
+            with open(os.path.join(args.out_dir, name + ".weft"), "w") as f:
+                f.write(render(class_name, name, diffusers, transformers, mp, tp))
+            print(f"{class_name} -> {name}.weft")
         return
     if not args.model_class:
         ap.error("give a MODEL_CLASS or --list")
