@@ -55,7 +55,7 @@ WEFT_DIAGNOSTIC(DuplicateSplit, Error, "{0} of `{1}` is split twice", std::strin
 WEFT_DIAGNOSTIC(PreviousRule, Note, "previous rule for `{0}` here", std::string);
 WEFT_DIAGNOSTIC(GatherWithoutSplit, Error,
                 "`{0}` gathers output {1}, but no split runs before it; gathering an unsplit tensor "
-                "would repeat it {2} times",
+                "would repeat it once per CP rank ({2} on this mesh)",
                 std::string, int64_t, int64_t);
 WEFT_DIAGNOSTIC(AttentionRuleMatchesNoSite, Error,
                 "pattern `{0}` matches {1} module(s), none of which is or contains an attention site", std::string,

@@ -65,9 +65,12 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
     return s;
   };
 
-  for (const bind::BoundSplit& s : b.splits) step_of(s.module).splits.push_back(s.split);
+  // Without a CP group (ring x ulysses = 1) splits and gathers are no-ops: no steps.
+  const std::vector<bind::BoundSplit> no_splits;
+  const std::vector<bind::BoundGather> no_gathers;
+  for (const bind::BoundSplit& s : cp > 1 ? b.splits : no_splits) step_of(s.module).splits.push_back(s.split);
 
-  for (const bind::BoundGather& g : b.gathers) {
+  for (const bind::BoundGather& g : cp > 1 ? b.gathers : no_gathers) {
     plan::ModuleStep& s = step_of(g.module);
     s.gathers.push_back(g.gather);
     const model::ModuleCalls* calls = w->FindCalls(s.module);
