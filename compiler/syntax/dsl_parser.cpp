@@ -178,18 +178,18 @@ class ErrorListener : public antlr4::BaseErrorListener {
         hint += expected[i];
       }
     }
-    int type = offending ? static_cast<int>(offending->getType()) : antlr4::Token::EOF;
-    if (type == P::IDENT) {
+    const size_t type = offending ? offending->getType() : antlr4::Token::EOF;
+    if (type == static_cast<size_t>(P::IDENT)) {
       if (auto match = ClosestMatch(offending->getText(), expected_keywords)) {
         diags_.Emit(at, MisspelledKeyword, offending->getText(), *match);
         return;
       }
     }
-    if (type == P::EQ) {
+    if (type == static_cast<size_t>(P::EQ)) {
       diags_.Emit(at, UnexpectedEquals, hint);
       return;
     }
-    if (type == P::UNTERMINATED_STRING) {
+    if (type == static_cast<size_t>(P::UNTERMINATED_STRING)) {
       diags_.Emit(at, UnterminatedString);
       return;
     }
