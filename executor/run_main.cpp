@@ -168,6 +168,15 @@ int RunRank(const RunOptions& o) {
 
 // Launcher mode: re-execute ourselves on nproc local ranks.
 int RunLauncher(const RunOptions& o, int argc, char** argv) {
+  // Bad arguments are reported once, here, rather than by every rank.
+  if (!o.smoke) {
+    try {
+      models::ParseModelSpec(o.model);
+    } catch (const std::invalid_argument& e) {
+      std::cerr << "weft-run: " << e.what() << "\n";
+      return 2;
+    }
+  }
   int nproc = o.nproc;
   if (nproc == 0) nproc = o.mesh.empty() ? 4 : dist::ParseMeshShape(o.mesh).WorldSize();
   dist::MeshShape shape = ResolveMesh(o, nproc);

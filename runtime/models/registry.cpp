@@ -21,8 +21,16 @@ ModelSpec ParseModelSpec(const std::string& text) {
   const size_t colon = text.find(':');
   spec.family = text.substr(0, colon);
   spec.config = colon == std::string::npos ? "tiny" : text.substr(colon + 1);
-  if (spec.family != "flux" && spec.family != "wan") {
-    throw std::invalid_argument("unknown model `" + text + "`; " + kKnown);
+  try {
+    if (spec.family == "flux") {
+      FluxConfigByName(spec.config);
+    } else if (spec.family == "wan") {
+      WanConfigByName(spec.config);
+    } else {
+      throw std::invalid_argument(std::string(kKnown));
+    }
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("unknown model `" + text + "`: " + e.what());
   }
   return spec;
 }

@@ -19,8 +19,8 @@ struct ModelSpec {
   std::string ToString() const { return family + ":" + config; }
 };
 
-// Parses "family:config" (a bare family means its "tiny" config). Throws
-// std::invalid_argument naming the known families and configs.
+// Parses "family:config" (a bare family means its "tiny" config) and checks that the config
+// exists. Throws std::invalid_argument naming the known families and configs.
 ModelSpec ParseModelSpec(const std::string& text);
 
 // Builds the model with zero parameters (load weights or randomize them next). Throws
