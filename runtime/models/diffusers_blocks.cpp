@@ -11,6 +11,8 @@ using nn::Args;
 using nn::Call;
 using nn::Outputs;
 
+at::Tensor SplitHeads(const at::Tensor& x, int64_t head_dim) { return x.unflatten(-1, {-1, head_dim}); }
+
 at::Tensor TimestepEmbeddingTable(const at::Tensor& timesteps, int64_t dim, bool flip_sin_to_cos,
                                   double downscale_freq_shift, double scale, double max_period) {
   TORCH_CHECK(timesteps.dim() == 1, "timesteps must be 1-D, got ", timesteps.sizes());

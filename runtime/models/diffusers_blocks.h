@@ -16,6 +16,10 @@
 
 namespace weft::models {
 
+// (B, S, H*D) -> (B, S, H, D) with D fixed: under tensor parallelism the width is a shard
+// and the local head count follows from it.
+at::Tensor SplitHeads(const at::Tensor& x, int64_t head_dim);
+
 // Sinusoidal embedding of 1-D timesteps: (N,) -> (N, dim), sin then cos (cos first when
 // flip_sin_to_cos), frequencies exp(-ln(max_period) * i / (dim/2 - shift)).
 at::Tensor TimestepEmbeddingTable(const at::Tensor& timesteps, int64_t dim, bool flip_sin_to_cos,

@@ -15,12 +15,6 @@ using nn::OutputTensor;
 
 namespace {
 
-// (B, S, H*D) -> (B, S, H, D) with D fixed: under tensor parallelism the width is a shard
-// and the head count follows from it.
-at::Tensor SplitHeads(const at::Tensor& x, int64_t head_dim) {
-  return x.unflatten(-1, {-1, head_dim});
-}
-
 at::Tensor Modulate(const at::Tensor& normed, const at::Tensor& scale, const at::Tensor& shift) {
   return normed * (1 + scale.unsqueeze(1)) + shift.unsqueeze(1);
 }

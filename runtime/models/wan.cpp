@@ -21,10 +21,6 @@ namespace {
 // diffusers' I2V processor assumes exactly this many text tokens after the image tokens.
 constexpr int64_t kWanTextContextLength = 512;
 
-// (B, S, H*D) -> (B, S, H, D) with D fixed, so a tensor-parallel shard of the width gives
-// its local head count.
-at::Tensor SplitHeads(const at::Tensor& x, int64_t head_dim) { return x.unflatten(-1, {-1, head_dim}); }
-
 // Wan's real-valued RoPE on x (B, S, H, D) with tables (1, S, 1, D) whose entries repeat for
 // each interleaved (even, odd) pair: even' = e cos - o sin, odd' = e sin + o cos. Computed in
 // the promoted dtype (fp32 tables), cast back to x's dtype, as diffusers.
