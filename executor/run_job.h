@@ -18,7 +18,7 @@
 namespace weft::exec {
 
 struct JobOptions {
-  models::ModelSpec model{"flux", "tiny"};
+  models::ModelSpec model{"flux", "tiny", ""};
   std::vector<std::string> weights;  // safetensors files; empty: seeded random weights
   std::string inputs;                // safetensors keyed by argument name; empty: seeded random
   std::string output;                // rank 0 writes {"output": ...} here when set

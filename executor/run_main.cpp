@@ -24,6 +24,7 @@
 #include <torch/version.h>  // TORCH_VERSION only
 
 #include "compiler/source/version.h"
+#include "executor/model_dir.h"
 #include "executor/plan_loader.h"
 #include "executor/run_job.h"
 #include "executor/smoke_job.h"
@@ -47,6 +48,7 @@ struct RunOptions {
   std::string plan;
   std::string compiled;
   std::string model = "flux:tiny";
+  std::string model_dir;
   std::string graph;
   std::string workload;
   bool ulysses_anything = false;
@@ -101,13 +103,24 @@ dist::MeshShape ResolveMesh(const RunOptions& o, int world_size) {
 
 // The plan of the job: --compiled, or --plan (default: the model's plan in plans/) compiled
 // here against the model's graph for this mesh.
+// The model of the job: --model-dir (a diffusers save_pretrained directory) or --model.
+models::ModelSpec JobModel(const RunOptions& o, std::vector<std::string>* weights) {
+  if (o.model_dir.empty()) return models::ParseModelSpec(o.model);
+  exec::ModelDir dir = exec::ReadModelDir(o.model_dir);
+  if (weights != nullptr && weights->empty()) *weights = dir.weight_files;
+  return dir.spec;
+}
+
 exec::LoadedPlan LoadJobPlan(const RunOptions& o, const dist::MeshShape& shape) {
-  const models::ModelSpec spec = models::ParseModelSpec(o.model);
+  const models::ModelSpec spec = JobModel(o, nullptr);
   const std::string data = exec::DataDir();
   exec::PlanRequest request;
   request.compiled_file = o.compiled;
   request.plan_file = o.plan.empty() ? exec::PlanFileFor(spec, data) : o.plan;
-  request.graph_file = o.graph.empty() ? exec::GraphFileFor(spec, data) : o.graph;
+  request.graph_file = o.graph;
+  if (request.graph_file.empty()) {
+    request.graph_file = o.model_dir.empty() ? exec::GraphFileFor(spec, data) : exec::GraphFileMatching(spec, data);
+  }
   if (o.compiled.empty() && request.graph_file.empty()) {
     throw std::runtime_error("no graph for model " + spec.ToString() + " in " + data +
                              "/graphs; pass one with --graph (tools/export_graph.py makes them)");
@@ -126,8 +139,8 @@ exec::LoadedPlan LoadJobPlan(const RunOptions& o, const dist::MeshShape& shape) 
 
 exec::JobOptions JobOptionsFrom(const RunOptions& o, const exec::LoadedPlan& loaded) {
   exec::JobOptions j;
-  j.model = models::ParseModelSpec(o.model);
   j.weights = o.weights;
+  j.model = JobModel(o, &j.weights);
   j.inputs = o.inputs;
   j.output = o.output;
   j.workload = exec::WorkloadFromGraph(j.model.family, loaded.graph_workload);
@@ -171,8 +184,8 @@ int RunLauncher(const RunOptions& o, int argc, char** argv) {
   // Bad arguments are reported once, here, rather than by every rank.
   if (!o.smoke) {
     try {
-      models::ParseModelSpec(o.model);
-    } catch (const std::invalid_argument& e) {
+      JobModel(o, nullptr);
+    } catch (const std::exception& e) {
       std::cerr << "weft-run: " << e.what() << "\n";
       return 2;
     }
@@ -233,6 +246,9 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile)->excludes(plan_opt);
   app.add_option("--model", o.model, "Built-in model NAME:CONFIG: flux:{tiny,small,dev,schnell}, "
                                      "wan:{tiny,small,1.3b,14b,...} (default flux:tiny)");
+  app.add_option("--model-dir", o.model_dir, "A diffusers save_pretrained directory (config.json + *.safetensors, "
+                                             "sharded index files too): the model, its weights, its graph")
+      ->check(CLI::ExistingDirectory);
   app.add_option("--graph", o.graph, "The model's graph (weft.graph/1; default: graphs/ for built-in configs)")
       ->check(CLI::ExistingFile);
   app.add_option("--workload", o.workload, "Graph workload to compile for and size the inputs by (default: the "

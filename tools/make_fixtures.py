@@ -146,6 +146,10 @@ def module_tree(model):
 FIXTURES = {"flux_tiny": flux_tiny, "wan_tiny": wan_tiny, "wan_tiny_i2v": wan_tiny_i2v}
 
 
+# Fixtures whose weights are written by diffusers' save_pretrained (sharded) into <name>/model.
+SAVE_PRETRAINED = {"flux_tiny"}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=str(pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures"))
@@ -160,7 +164,13 @@ def main():
         folder = pathlib.Path(args.out) / name
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "config.json").write_text(json.dumps({"_class_name": class_name, **config}, indent=2) + "\n")
-        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, folder / "weights.safetensors")
+        if name in SAVE_PRETRAINED:
+            # diffusers' own directory layout, sharded: config.json, an index and two shards,
+            # which is what `weft-run --model-dir` and io::DiffusersWeightFiles read.
+            model.save_pretrained(folder / "model", max_shard_size="1MB", safe_serialization=True)
+            (folder / "weights.safetensors").unlink(missing_ok=True)
+        else:
+            save_file({k: v.contiguous() for k, v in model.state_dict().items()}, folder / "weights.safetensors")
         save_file({k: v.contiguous() for k, v in inputs.items()}, folder / "inputs.safetensors")
         save_file({"output": output.contiguous()}, folder / "outputs.safetensors")
         for extra, (extra_inputs, extra_output) in extras.items():

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "runtime/models/diffusers_blocks.h"
@@ -226,6 +227,63 @@ Outputs FluxTransformer2DModel::Forward(Args& args) {
   Module& norm_out = *Child("norm_out");
   hidden = OutputTensor(Call(norm_out, Args().Set("x", hidden).Set("conditioning_embedding", temb)), 0, norm_out);
   return {Call(*Child("proj_out"), hidden)};
+}
+
+FluxConfig FluxConfigFromJson(const std::string& config_json) {
+  const nlohmann::json json = nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) throw std::invalid_argument("Flux config.json: not a JSON object");
+  FluxConfig c;
+  for (auto it = json.begin(); it != json.end(); ++it) {
+    const std::string& key = it.key();
+    const nlohmann::json& v = it.value();
+    auto integer = [&](int64_t& field, bool nullable) {
+      if (v.is_null() && nullable) {
+        field = 0;
+      } else if (v.is_number_integer()) {
+        field = v.get<int64_t>();
+      } else {
+        throw std::invalid_argument("Flux config.json: `" + key + "` must be an integer" + (nullable ? " or null" : ""));
+      }
+    };
+    if (key == "_class_name") {
+      if (v != "FluxTransformer2DModel") {
+        throw std::invalid_argument("Flux config.json: `_class_name` is " + v.dump() + ", not FluxTransformer2DModel");
+      }
+    } else if (!key.empty() && key[0] == '_') {
+      continue;
+    } else if (key == "patch_size") {
+      integer(c.patch_size, false);
+    } else if (key == "in_channels") {
+      integer(c.in_channels, false);
+    } else if (key == "out_channels") {
+      integer(c.out_channels, true);
+    } else if (key == "num_layers") {
+      integer(c.num_layers, false);
+    } else if (key == "num_single_layers") {
+      integer(c.num_single_layers, false);
+    } else if (key == "attention_head_dim") {
+      integer(c.attention_head_dim, false);
+    } else if (key == "num_attention_heads") {
+      integer(c.num_attention_heads, false);
+    } else if (key == "joint_attention_dim") {
+      integer(c.joint_attention_dim, false);
+    } else if (key == "pooled_projection_dim") {
+      integer(c.pooled_projection_dim, false);
+    } else if (key == "guidance_embeds") {
+      if (!v.is_boolean()) throw std::invalid_argument("Flux config.json: `guidance_embeds` must be true or false");
+      c.guidance_embeds = v.get<bool>();
+    } else if (key == "axes_dims_rope") {
+      if (!v.is_array()) throw std::invalid_argument("Flux config.json: `axes_dims_rope` must be a list of integers");
+      c.axes_dims_rope.clear();
+      for (const nlohmann::json& d : v) {
+        if (!d.is_number_integer()) throw std::invalid_argument("Flux config.json: `axes_dims_rope` must be a list of integers");
+        c.axes_dims_rope.push_back(d.get<int64_t>());
+      }
+    } else {
+      throw std::invalid_argument("Flux config.json: unknown key `" + key + "` for FluxTransformer2DModel");
+    }
+  }
+  return c;
 }
 
 FluxConfig FluxConfigByName(const std::string& name) {

@@ -101,6 +101,12 @@ class FluxTransformer2DModel : public nn::Module {
   FluxConfig config_;
 };
 
+// The config from a diffusers config.json text (as save_pretrained writes it; keys starting
+// with "_" are ignored, absent keys keep diffusers' defaults, out_channels null means
+// in_channels). Throws std::invalid_argument naming the key for malformed JSON, a wrong value
+// type, an unknown key, or a `_class_name` other than FluxTransformer2DModel.
+FluxConfig FluxConfigFromJson(const std::string& config_json);
+
 // Named configs: "tiny" (tests: 2 double + 2 single blocks, 4 heads x 16), "small" (the
 // benchmark model: 2 double + 4 single, hidden 512), "dev" (FLUX.1-dev), "schnell".
 // Throws std::invalid_argument listing the known names.

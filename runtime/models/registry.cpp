@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "runtime/models/flux.h"
@@ -35,8 +36,29 @@ ModelSpec ParseModelSpec(const std::string& text) {
   return spec;
 }
 
+ModelSpec SpecFromConfigJson(const std::string& config_json, const std::string& name) {
+  const nlohmann::json json = nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object() || !json.contains("_class_name") || !json["_class_name"].is_string()) {
+    throw std::invalid_argument(name + ": not a diffusers config.json (no string `_class_name`)");
+  }
+  ModelSpec spec;
+  spec.family = FamilyOfClass(json["_class_name"].get<std::string>());
+  if (spec.family.empty()) {
+    throw std::invalid_argument(name + ": `_class_name` " + json["_class_name"].dump() +
+                                " has no built-in model (built in: FluxTransformer2DModel, WanTransformer3DModel)");
+  }
+  spec.config = name;
+  spec.config_json = config_json;
+  CreateModel(spec);  // validates the config now, naming the bad key
+  return spec;
+}
+
 std::unique_ptr<nn::Module> CreateModel(const ModelSpec& spec) {
   try {
+    if (!spec.config_json.empty()) {
+      if (spec.family == "flux") return std::make_unique<FluxTransformer2DModel>(FluxConfigFromJson(spec.config_json));
+      if (spec.family == "wan") return std::make_unique<WanTransformer3DModel>(WanConfigFromJson(spec.config_json));
+    }
     if (spec.family == "flux") return std::make_unique<FluxTransformer2DModel>(FluxConfigByName(spec.config));
     if (spec.family == "wan") return std::make_unique<WanTransformer3DModel>(WanConfigByName(spec.config));
   } catch (const std::invalid_argument& e) {

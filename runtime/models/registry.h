@@ -16,8 +16,15 @@ namespace weft::models {
 struct ModelSpec {
   std::string family;
   std::string config;
+  // A diffusers config.json text (weft-run --model-dir); when set it defines the model and
+  // `config` only names it in reports.
+  std::string config_json;
   std::string ToString() const { return family + ":" + config; }
 };
+
+// The spec of the model a diffusers config.json describes (its `_class_name` picks the
+// family). Throws std::invalid_argument for an unsupported class or a bad config.
+ModelSpec SpecFromConfigJson(const std::string& config_json, const std::string& name);
 
 // Parses "family:config" (a bare family means its "tiny" config) and checks that the config
 // exists. Throws std::invalid_argument naming the known families and configs.

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include "runtime/io/diffusers_dir.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/models/flux.h"
 #include "runtime/nn/load_weights.h"
@@ -119,16 +120,19 @@ plan::ExecutionPlan FluxPlan(const dist::MeshShape& shape, plan::RotateMethod ro
 
 std::pair<at::Tensor, at::Tensor> RunFlux(dist::DistContext& ctx, const plan::ExecutionPlan& plan, bool streamed_shards,
                                           InstalledPlan* installed) {
-  io::SafetensorsFile weights = io::SafetensorsFile::Open(kDir + "/weights.safetensors");
+  std::vector<io::SafetensorsFile> shards;
+  for (const std::string& file : io::DiffusersWeightFiles(kDir + "/model")) shards.push_back(io::SafetensorsFile::Open(file));
+  std::vector<const io::SafetensorsFile*> weights;
+  for (const io::SafetensorsFile& shard : shards) weights.push_back(&shard);
   io::SafetensorsFile inputs = io::SafetensorsFile::Open(kDir + "/inputs.safetensors");
   models::FluxTransformer2DModel model(models::FluxConfigByName("tiny"));
   InstallOptions options;
   options.plan_hash = "sha256:test-plan";
   if (streamed_shards) {
-    LoadPlannedWeights(plan, model, ctx, {&weights}, at::kFloat);
+    LoadPlannedWeights(plan, model, ctx, weights, at::kFloat);
     options.weights_already_sharded = true;
   } else {
-    nn::LoadWeights(model, {&weights}, at::kFloat);
+    nn::LoadWeights(model, weights, at::kFloat);
   }
   InstalledPlan result = Install(plan, model, ctx, options);
   if (installed != nullptr) *installed = result;

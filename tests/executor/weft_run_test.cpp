@@ -93,6 +93,24 @@ TEST(WeftRunJob, PlanThatDoesNotCompileShowsTheDiagnostic) {
   EXPECT_NE(s.output.find("hidden_states"), std::string::npos) << s.output;  // the did-you-mean note
 }
 
+TEST(WeftRunJob, DiffusersModelDirWithShardedCheckpoint) {
+  // diffusers' save_pretrained output (index + 2 shards): the class, config, weights and graph
+  // all come from the directory; the gathered output is written for the caller.
+  const std::string out = Temp("model_dir_out.safetensors");
+  Shell s = Sh(kWeftRun + " --model-dir " + kSource + "/tests/fixtures/flux_tiny/model --inputs " + kSource +
+               "/tests/fixtures/flux_tiny/inputs.safetensors --nproc 2 --mesh ring=2 --rotate p2p --check --output " + out);
+  EXPECT_EQ(s.status, 0) << s.output;
+  EXPECT_NE(s.output.find("check passed"), std::string::npos) << s.output;
+  EXPECT_TRUE(std::ifstream(out).good());
+}
+
+TEST(WeftRunJob, ModelDirWithoutConfigIsAClearError) {
+  Shell s = Sh(kWeftRun + " --model-dir " + kSource + "/tests/fixtures --nproc 2 --mesh ulysses=2");
+  EXPECT_EQ(s.status, 2) << s.output;
+  EXPECT_EQ(s.output, "weft-run: --model-dir " + kSource +
+                          "/tests/fixtures: no config.json (expected a diffusers save_pretrained directory)\n");
+}
+
 TEST(WeftRunJob, UnknownModelIsAClearError) {
   Shell s = Sh(kWeftRun + " --model flux:huge --nproc 1 --mesh ulysses=1");
   EXPECT_EQ(s.status, 2) << s.output;

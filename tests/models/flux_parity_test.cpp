@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include "runtime/io/diffusers_dir.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/models/flux.h"
 #include "runtime/nn/load_weights.h"
@@ -13,11 +14,14 @@ namespace {
 const std::string kDir = std::string(WEFT_FIXTURES) + "/flux_tiny";
 
 TEST(FluxParityTest, TinyMatchesDiffusersUnsharded) {
-  io::SafetensorsFile weights = io::SafetensorsFile::Open(kDir + "/weights.safetensors");
+  // The weights as diffusers' save_pretrained wrote them: an index and two shards.
+  std::vector<io::SafetensorsFile> shards;
+  for (const std::string& file : io::DiffusersWeightFiles(kDir + "/model")) shards.push_back(io::SafetensorsFile::Open(file));
+  ASSERT_EQ(shards.size(), 2u);
   io::SafetensorsFile inputs = io::SafetensorsFile::Open(kDir + "/inputs.safetensors");
   io::SafetensorsFile outputs = io::SafetensorsFile::Open(kDir + "/outputs.safetensors");
   FluxTransformer2DModel model(FluxConfigByName("tiny"));
-  nn::LoadWeights(model, {&weights}, at::kFloat);
+  nn::LoadWeights(model, {&shards[0], &shards[1]}, at::kFloat);
   nn::Args args;
   for (const std::string& key : inputs.Keys()) args.Set(key, inputs.Load(key));
   at::Tensor got = nn::OutputTensor(nn::Call(model, args), 0, model);
