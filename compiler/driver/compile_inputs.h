@@ -60,7 +60,7 @@ inline void AddCompileOptions(CLI::App* app, CompileOptions& o, bool many) {
 }
 
 // "ring=2,ulysses=4,tp=1" -> a mesh with the flags of `o`. Axis order in the world: unknown
-// axes first (as given), then ring, tp, ulysses (ulysses innermost: contiguous ranks).
+// axes first (as given), then tp, ring, ulysses (tp outermost, ulysses innermost: contiguous ranks), the order runtime/dist lays over ranks by default.
 inline std::optional<plan::Mesh> ParseMesh(const std::string& spec, const CompileOptions& o, std::string& error) {
   plan::Mesh mesh;
   std::vector<plan::MeshAxis> axes;
@@ -94,7 +94,7 @@ inline std::optional<plan::Mesh> ParseMesh(const std::string& spec, const Compil
     }
     axes.push_back(std::move(a));
   }
-  auto rank = [](const std::string& name) { return name == "ring" ? 1 : name == "tp" ? 2 : name == "ulysses" ? 3 : 0; };
+  auto rank = [](const std::string& name) { return name == "tp" ? 1 : name == "ring" ? 2 : name == "ulysses" ? 3 : 0; };
   std::stable_sort(axes.begin(), axes.end(),
                    [&](const plan::MeshAxis& a, const plan::MeshAxis& b) { return rank(a.name) < rank(b.name); });
   mesh.axes = std::move(axes);
