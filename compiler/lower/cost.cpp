@@ -62,8 +62,10 @@ std::vector<plan::Collective> AttentionCollectives(const AttentionCommInput& in)
   const Wide width = Wide{heads} * in.head_dim;
   if (U > 1) {
     // q and out carry Sq tokens, k and v carry Skv; a ring behind the exchange divides by R.
+    // runtime/attention packs k with v, and q with them when Sq == Skv: 2 all-to-alls for
+    // self/joint attention (qkv in, out back), 3 for cross attention; the bytes are the same.
     const Wide num = (Wide{2} * in.q_len + Wide{2} * in.kv_len) * in.batch * width * in.elem_bytes * (U - 1);
-    out.push_back({plan::CollectiveOp::kAllToAll, std::string(plan::kUlyssesAxis), 4,
+    out.push_back({plan::CollectiveOp::kAllToAll, std::string(plan::kUlyssesAxis), in.q_len == in.kv_len ? 2 : 3,
                    DivRound(num, Wide{U} * U * R)});
   }
   if (R > 1) {

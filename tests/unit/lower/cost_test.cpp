@@ -75,7 +75,7 @@ TEST(CostTest, UspCombinesBothAxes) {
   // Ulysses part 4*B*S*d*b*(U-1)/(U^2*R) = 4*4608*3072*2*1/8 = 14,155,776.
   EXPECT_EQ(cs[0].op, CollectiveOp::kAllToAll);
   EXPECT_EQ(cs[0].axis, "ulysses");
-  EXPECT_EQ(cs[0].count, 4);
+  EXPECT_EQ(cs[0].count, 2);  // q, k, v packed into one all-to-all (Sq == Skv), out back
   EXPECT_EQ(cs[0].bytes, 14'155'776);
   // Ring part 2*B*S*d*b*(R-1)/(R*U) = 2*4608*3072*2/4 = 14,155,776.
   EXPECT_EQ(cs[1].op, CollectiveOp::kAllGather);
@@ -120,6 +120,7 @@ TEST(CostTest, CrossAttentionUsesBothLengths) {
   in.head_dim = 128;
   in.ulysses = 4;
   EXPECT_EQ(AttentionCollectives(in)[0].bytes, 127'764'480);
+  EXPECT_EQ(AttentionCollectives(in)[0].count, 3);  // q; k and v packed; out back
   // Ring moves only K/V: 2*512*5120*2*3/4 = 7,864,320.
   in.ulysses = 1;
   in.ring = 4;
