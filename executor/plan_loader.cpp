@@ -107,6 +107,7 @@ LoadedPlan LoadPlan(const PlanRequest& request) {
     options.world_size = request.mesh.world_size;
     options.workload = workload->name;
     options.plan_file = request.plan_file;
+    options.activation_bytes = request.activation_bytes;
     compiled = CompileAst(*ast, *graph.graph, options, diags);
   }
   tracker.Flush();

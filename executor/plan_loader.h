@@ -19,6 +19,7 @@ struct PlanRequest {
   std::string graph_file;     // the model's weft.graph/1 file
   std::string workload;       // graph workload to compile for ("" = the graph's first)
   plan::Mesh mesh;            // axes + flags
+  int64_t activation_bytes = 2;  // element size of the run's activations (cost model)
 };
 
 struct LoadedPlan {

@@ -134,6 +134,7 @@ exec::LoadedPlan LoadJobPlan(const RunOptions& o, const dist::MeshShape& shape) 
   request.mesh.ring_anything = o.ring_anything;
   request.mesh.convert_to_fp32 = !o.no_fp32_merge;
   request.mesh.rotate_method = *plan::ParseRotateMethod(o.rotate);
+  request.activation_bytes = o.dtype == "fp32" ? 4 : 2;
   return exec::LoadPlan(request);
 }
 

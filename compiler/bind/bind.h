@@ -20,6 +20,9 @@ struct BindOptions {
   int64_t world_size = 0;     // when > 0, the product of the mesh axes must equal it
   std::string workload;       // a workload of the graph
   std::string plan_file;      // recorded in origins (as the user named the plan file)
+  // Bytes per activation element the cost model assumes: 2 for the graphs' bf16 traces, 4
+  // when the job runs in fp32 (weft-run --dtype fp32, weft compile --dtype fp32).
+  int64_t activation_bytes = 2;
 };
 
 // Binds `ast` (which must have no parse errors) against `graph`. Diagnoses every problem it

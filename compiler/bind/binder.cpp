@@ -829,6 +829,7 @@ std::optional<BoundPlan> Binder::Run() {
   out_.plan_file = options_.plan_file;
   out_.model_class = ast_.model.text;
   out_.workload = options_.workload;
+  out_.activation_bytes = options_.activation_bytes;
   workload_ = graph_.FindWorkload(options_.workload);
   if (workload_ == nullptr || graph_.modules.empty()) return std::nullopt;
   if (!CheckMesh()) return std::nullopt;

@@ -57,6 +57,7 @@ struct BoundPlan {
   std::string model_class;
   plan::Mesh mesh;
   std::string workload;              // the graph workload the sizes come from
+  int64_t activation_bytes = 2;      // bytes per activation element in the cost model
   std::vector<BoundSplit> splits;    // in rule order, then module order
   std::vector<BoundGather> gathers;
   std::vector<BoundAttention> attention;  // in module order

@@ -33,6 +33,7 @@ struct CompileOptions {
   bool ring_anything = false;
   std::string rotate = "allgather";
   bool no_fp32_merge = false;
+  std::string dtype = "bf16";  // activation dtype the cost model assumes
   int64_t world_size = 0;
   std::string format = "text";
   uint32_t max_errors = 20;
@@ -56,6 +57,9 @@ inline void AddCompileOptions(CLI::App* app, CompileOptions& o, bool many) {
       ->check(CLI::IsMember({"allgather", "p2p", "alltoall"}));
   app->add_flag("--no-fp32-merge", o.no_fp32_merge, "Merge ring partial results in the input dtype");
   app->add_option("--world-size", o.world_size, "Check the mesh against this world size");
+  app->add_option("--dtype", o.dtype, "Activation dtype of the run, for the bytes in the cost (default bf16, as "
+                                      "the graphs' traces)")
+      ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
   app->add_option("--max-errors", o.max_errors, "Stop after this many errors per combination (0: no limit)");
 }
 
@@ -124,6 +128,7 @@ struct Inputs {
   std::vector<plan::Mesh> meshes;
   std::vector<Combination> combinations;
   size_t plans_without_graph = 0;  // reported on stderr; the run ends with status 2
+  int64_t activation_bytes = 2;    // from --dtype
 };
 
 inline std::vector<std::string> DefaultGraphs(const std::string& dir) {
@@ -140,6 +145,7 @@ inline std::vector<std::string> DefaultGraphs(const std::string& dir) {
 // Loads plans (parse diagnostics go to `diags`), graphs and meshes, and lists combinations.
 // Returns 0, or 2 after printing a usage / I/O error to stderr.
 inline int LoadInputs(const CompileOptions& o, Inputs& in, diag::Emitter& diags, const char* command) {
+  in.activation_bytes = o.dtype == "fp32" ? 4 : 2;
   for (const std::string& spec : o.meshes) {
     std::string error;
     auto mesh = ParseMesh(spec, o, error);
@@ -214,6 +220,7 @@ inline bind::BindOptions BindOptionsFor(const Inputs& in, const Combination& c) 
   b.world_size = in.meshes[c.mesh].world_size;
   b.workload = c.workload;
   b.plan_file = in.plan_files[c.plan];
+  b.activation_bytes = in.activation_bytes;
   return b;
 }
 

@@ -51,7 +51,9 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
   p.workload.params = w->params;
   const int64_t cp = b.mesh.Cp();
   const int64_t T = b.mesh.Tp();
-  const int64_t elem_bytes = 2;  // activations in the graph's (bf16) dtype
+  const int64_t elem_bytes = b.activation_bytes;  // 2 = the graphs' bf16; 4 for fp32 jobs
+  // The element size is part of what the plan predicts, so it is recorded (and hashed).
+  if (elem_bytes != 2) p.workload.params.emplace_back("activation_bytes", std::to_string(elem_bytes));
 
   std::map<model::ModuleId, plan::ModuleStep> steps;
   auto step_of = [&](model::ModuleId id) -> plan::ModuleStep& {
@@ -77,7 +79,11 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
     int64_t bytes = 0;
     if (calls != nullptr && !calls->calls.empty() &&
         g.gather.output < static_cast<int64_t>(calls->calls.front().outputs.size())) {
-      bytes = calls->calls.front().outputs[static_cast<size_t>(g.gather.output)].Bytes();
+      // Floating outputs move in the run's activation dtype, not necessarily the trace's.
+      const model::Value& v = calls->calls.front().outputs[static_cast<size_t>(g.gather.output)];
+      const int64_t traced = model::DTypeBytes(v.dtype);
+      const bool floating = v.dtype == "bf16" || (!v.dtype.empty() && v.dtype[0] == 'f');
+      bytes = floating && traced > 0 ? v.Bytes() / traced * elem_bytes : v.Bytes();
     }
     s.cost.collectives.push_back(
         {plan::CollectiveOp::kAllGather, std::string(plan::kCpGroup), 1, AllGatherBytes(bytes, cp)});

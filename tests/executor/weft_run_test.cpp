@@ -52,10 +52,24 @@ TEST(WeftRunJob, JsonReportHasLatencyCollectivesAndMemory) {
   EXPECT_GT(j["latency_ms"]["median"].get<double>(), 0.0);
   EXPECT_EQ(j["peak_rss_bytes_per_rank"].size(), 2u);
   EXPECT_TRUE(j["check"]["passed"].get<bool>());
-  // Four attention sites, Ulysses: the all-to-alls are on the ulysses axis.
-  bool ulysses = false;
-  for (const auto& c : j["collectives_per_forward"]) ulysses |= c["axis"] == "ulysses" && c["op"] == "all_to_all";
-  EXPECT_TRUE(ulysses) << j.dump(2);
+  // Four attention sites, Ulysses: the all-to-alls on the ulysses axis are exactly what the
+  // compiler predicted, calls and bytes (the runtime's 64-byte shape records are on top).
+  int64_t measured_calls = -1, measured_bytes = -1, predicted_calls = -2, predicted_bytes = -2;
+  for (const auto& c : j["collectives_per_forward"]) {
+    if (c["axis"] == "ulysses" && c["op"] == "all_to_all") {
+      measured_calls = c["calls"];
+      measured_bytes = c["bytes_sent"];
+    }
+  }
+  for (const auto& c : j["predicted_per_forward"]) {
+    if (c["axis"] == "ulysses") {
+      predicted_calls = c["collectives"];
+      predicted_bytes = c["bytes_sent"];
+    }
+  }
+  EXPECT_EQ(measured_calls, 8) << j.dump(2);
+  EXPECT_EQ(measured_calls, predicted_calls) << j.dump(2);
+  EXPECT_EQ(measured_bytes, predicted_bytes) << j.dump(2);
 }
 
 TEST(WeftRunJob, CompiledPlanFromWeftCompileRuns) {
