@@ -34,6 +34,24 @@ Shell Sh(const std::string& command) {
 
 std::string Temp(const std::string& name) { return ::testing::TempDir() + "/weft_run_test_" + name; }
 
+// Writes a safetensors file of zero-filled F32 tensors by hand (this test links no torch).
+void WriteZeros(const std::string& path, const std::vector<std::pair<std::string, std::vector<int64_t>>>& tensors) {
+  nlohmann::json header = nlohmann::json::object();
+  int64_t offset = 0;
+  for (const auto& [name, shape] : tensors) {
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    header[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {offset, offset + 4 * numel}}};
+    offset += 4 * numel;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::ofstream out(path, std::ios::binary);
+  const uint64_t n = text.size();
+  for (int i = 0; i < 8; ++i) out.put(static_cast<char>((n >> (8 * i)) & 0xff));
+  out << text << std::string(static_cast<size_t>(offset), '\0');
+}
+
 TEST(WeftRunJob, DefaultJobIsTinyFluxOnRing2Ulysses2Checked) {
   Shell s = Sh(kWeftRun);
   ASSERT_EQ(s.status, 0) << s.output;
@@ -123,6 +141,19 @@ TEST(WeftRunJob, ModelDirWithoutConfigIsAClearError) {
   EXPECT_EQ(s.status, 2) << s.output;
   EXPECT_EQ(s.output, "weft-run: --model-dir " + kSource +
                           "/tests/fixtures: no config.json (expected a diffusers save_pretrained directory)\n");
+}
+
+TEST(WeftRunJob, InputOfTheWrongRankNamesTheArgumentAndPlanLine) {
+  // hidden_states given as (S, C) instead of (B, S, C).
+  const std::string inputs = Temp("bad_inputs.safetensors");
+  WriteZeros(inputs, {{"hidden_states", {64, 16}}, {"encoder_hidden_states", {1, 16, 32}}, {"pooled_projections", {1, 24}},
+                      {"timestep", {1}}, {"img_ids", {64, 3}}, {"txt_ids", {16, 3}}, {"guidance", {1}}});
+  Shell s = Sh(kWeftRun + " --inputs " + inputs + " --nproc 2 --mesh ulysses=2");
+  EXPECT_EQ(s.status, 1) << s.output;
+  EXPECT_NE(s.output.find("rank 0: module `` (rule at " + kSource + "/plans/flux.weft:8:5): argument `hidden_states` has "
+                          "rank 2 but the plan splits a rank-3 tensor along dim 1"),
+            std::string::npos) << s.output;
+  EXPECT_NE(s.output.find("weft-run: rank "), std::string::npos) << s.output;  // the launcher names the failing rank
 }
 
 TEST(WeftRunJob, UnknownModelIsAClearError) {
