@@ -31,6 +31,10 @@ struct BindOptions {
 std::optional<BoundPlan> Bind(const syntax::PlanAst& ast, const model::ModelGraph& graph,
                               const BindOptions& options, diag::Emitter& diags);
 
+// The canonical text of a BoundPlan (`weft dump --phase=bind`): one line per split, gather,
+// attention site and tensor-parallel module, with sizes and origins.
+std::string DumpBound(const BoundPlan& bound, const model::ModelGraph& graph);
+
 // Expands a plan pattern (`*` = one path segment, `{a,b}` alternation whose items may contain
 // dots, `{m..n}` integer ranges, "" = the root) into the modules of `graph` it matches, in
 // module order, without duplicates. False with `error` set when the pattern is malformed.
