@@ -1,6 +1,7 @@
 #include "executor/run_job.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -50,8 +51,9 @@ nn::Args LoadInputs(const JobOptions& options, const nn::Module& model) {
   return args;
 }
 
-// One forward of the (hooked) model; output 0.
+// One forward of the (hooked) model; output 0. Inference only: no autograd bookkeeping.
 at::Tensor Forward(nn::Module& model, const nn::Args& args) {
+  c10::InferenceMode inference;
   return nn::OutputTensor(nn::Call(model, args), 0, model);
 }
 
