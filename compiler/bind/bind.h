@@ -23,6 +23,10 @@ struct BindOptions {
   // Bytes per activation element the cost model assumes: 2 for the graphs' bf16 traces, 4
   // when the job runs in fp32 (weft-run --dtype fp32, weft compile --dtype fp32).
   int64_t activation_bytes = 2;
+  // The local attention kernel the job will use: "auto", "fused" or "math" return the
+  // log-sum-exp that ring attention merges blocks with; "sdpa" (at::scaled_dot_product_attention,
+  // diffusers' `native`) does not, so a ring axis is an error with it.
+  std::string attention_kernel = "auto";
 };
 
 // Binds `ast` (which must have no parse errors) against `graph`. Diagnoses every problem it

@@ -70,6 +70,10 @@ WEFT_DIAGNOSTIC(HeadPaddingTooLarge, Error,
                 "attention `{0}`: {1} heads over ulysses {2} need {3} padding heads, but each rank holds only {4} "
                 "head(s); the padding must be smaller than that",
                 std::string, int64_t, int64_t, int64_t, int64_t);
+WEFT_DIAGNOSTIC(RingNeedsLseKernel, Error,
+                "attention `{0}` runs ring attention (ring {1}) but kernel `{2}` returns no log-sum-exp to merge "
+                "the K/V blocks with; use --attention-kernel fused or math, or a mesh without a ring axis",
+                std::string, int64_t, std::string);
 WEFT_DIAGNOSTIC(ShardedKvRunsLocal, Error,
                 "attention `{0}`{1} is declared local, but its keys/values have length {2}, a sequence this plan "
                 "splits; local attention would attend to one shard only",
@@ -581,6 +585,9 @@ void Binder::BindAttentionSites() {
       a.origin.derived = true;
     }
     if (out_.mesh.Cp() <= 1) a.context_parallel = false;
+    if (a.context_parallel && out_.mesh.Ring() > 1 && options_.attention_kernel == "sdpa" && Once("lse")) {
+      diags_.Emit(where, RingNeedsLseKernel, site.path, out_.mesh.Ring(), options_.attention_kernel);
+    }
     // Heads: with TP, the projections feeding this site are sharded when a TP rule touches
     // a module inside it (or the site itself).
     bool tp_sharded = false;

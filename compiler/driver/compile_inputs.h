@@ -34,6 +34,7 @@ struct CompileOptions {
   std::string rotate = "allgather";
   bool no_fp32_merge = false;
   std::string dtype = "bf16";  // activation dtype the cost model assumes
+  std::string attention_kernel = "auto";
   int64_t world_size = 0;
   std::string format = "text";
   uint32_t max_errors = 20;
@@ -60,6 +61,9 @@ inline void AddCompileOptions(CLI::App* app, CompileOptions& o, bool many) {
   app->add_option("--dtype", o.dtype, "Activation dtype of the run, for the bytes in the cost (default bf16, as "
                                       "the graphs' traces)")
       ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
+  app->add_option("--attention-kernel", o.attention_kernel, "Local attention kernel of the run: auto, fused, math "
+                                                            "(these return the LSE ring needs) or sdpa (no LSE)")
+      ->check(CLI::IsMember({"auto", "fused", "math", "sdpa"}));
   app->add_option("--max-errors", o.max_errors, "Stop after this many errors per combination (0: no limit)");
 }
 
@@ -129,6 +133,7 @@ struct Inputs {
   std::vector<Combination> combinations;
   size_t plans_without_graph = 0;  // reported on stderr; the run ends with status 2
   int64_t activation_bytes = 2;    // from --dtype
+  std::string attention_kernel = "auto";
 };
 
 inline std::vector<std::string> DefaultGraphs(const std::string& dir) {
@@ -146,6 +151,7 @@ inline std::vector<std::string> DefaultGraphs(const std::string& dir) {
 // Returns 0, or 2 after printing a usage / I/O error to stderr.
 inline int LoadInputs(const CompileOptions& o, Inputs& in, diag::Emitter& diags, const char* command) {
   in.activation_bytes = o.dtype == "fp32" ? 4 : 2;
+  in.attention_kernel = o.attention_kernel;
   for (const std::string& spec : o.meshes) {
     std::string error;
     auto mesh = ParseMesh(spec, o, error);
@@ -221,6 +227,7 @@ inline bind::BindOptions BindOptionsFor(const Inputs& in, const Combination& c) 
   b.workload = c.workload;
   b.plan_file = in.plan_files[c.plan];
   b.activation_bytes = in.activation_bytes;
+  b.attention_kernel = in.attention_kernel;
   return b;
 }
 

@@ -4,7 +4,7 @@
 //   plan     plan::DumpPlan of the ExecutionPlan ("" when there is none)
 // Directives: `# GRAPH: flux1-dev` (graphs/<name>.graph.json), `# MESH: ring=2,ulysses=2`,
 // `# WORKLOAD: 1024x1024`, and optionally `# ARGS:` with --ulysses-anything, --ring-anything,
-// --rotate=p2p, --world-size=N, --max-errors=N.
+// --rotate=p2p, --attention-kernel=K, --world-size=N, --max-errors=N.
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -40,6 +40,7 @@ std::map<std::string, std::string> RunBindPhase(const std::string& path, const E
     if (item == "--ulysses-anything") options.mesh.ulysses_anything = true;
     if (item == "--ring-anything") options.mesh.ring_anything = true;
     if (item == "--rotate=p2p") options.mesh.rotate_method = plan::RotateMethod::kP2p;
+    if (item.rfind("--attention-kernel=", 0) == 0) options.attention_kernel = item.substr(19);
     if (item.rfind("--world-size=", 0) == 0) options.world_size = std::stoll(item.substr(13));
     if (item.rfind("--max-errors=", 0) == 0) max_errors = static_cast<uint32_t>(std::stoul(item.substr(13)));
   }
