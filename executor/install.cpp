@@ -49,15 +49,19 @@ class RowwiseReduceHook : public nn::Hook {
   dist::DistContext& ctx_;
 };
 
-// Shards one Linear's parameters (or checks that they are shards) and, for rowwise styles,
-// moves its bias after an all-reduce hook. Returns the local bytes of its sharded parameters.
+// Shards the parameters of one Linear, or of a colwise RMSNorm (or checks that they already are
+// shards). A rowwise Linear's bias moves after an all-reduce hook; a colwise RMSNorm
+// all-reduces its statistics over tp. Returns the local bytes of its sharded parameters.
 int64_t InstallTensorParallel(const plan::ModuleStep& step, nn::Module& module, dist::DistContext& ctx,
                               const std::map<std::string, ShardSpec>& specs, const InstallOptions& options) {
   const plan::TensorParallel& tp = *step.tp;
   auto* linear = dynamic_cast<nn::Linear*>(&module);
-  if (linear == nullptr) {
+  auto* norm = dynamic_cast<nn::RMSNorm*>(&module);
+  const bool sharded_norm = norm != nullptr && tp.style == plan::ShardStyle::kColwise;
+  if (linear == nullptr && !sharded_norm) {
     throw ExecError(Where(ctx, step.module, tp.origin) + ": " + std::string(plan::ShardStyleName(tp.style)) +
-                    " applies to Linear layers, but this module is a " + module.type());
+                    " applies to Linear layers (and colwise to RMSNorm over a sharded width), but this module is a " +
+                    module.type());
   }
   int64_t bytes = 0;
   for (auto& [name, param] : module.parameters()) {
@@ -79,7 +83,16 @@ int64_t InstallTensorParallel(const plan::ModuleStep& step, nn::Module& module, 
     }
     bytes += slot.numel() * slot.element_size();
   }
-  if (tp.style == plan::ShardStyle::kRowwise || tp.style == plan::ShardStyle::kPackedRowwise) {
+  if (sharded_norm) {
+    auto spec = specs.find(step.module.empty() ? "weight" : step.module + ".weight");
+    if (spec == specs.end()) {
+      throw ExecError(Where(ctx, step.module, tp.origin) + ": the plan shards no `weight` of this RMSNorm");
+    }
+    int64_t full = 0;
+    for (int64_t block : spec->second.blocks) full += block;
+    dist::DistContext* context = &ctx;
+    norm->ShardStatistics([context](at::Tensor& sum) { context->AllReduce(dist::Axis::kTp, sum); }, full);
+  } else if (tp.style == plan::ShardStyle::kRowwise || tp.style == plan::ShardStyle::kPackedRowwise) {
     module.AddHook(std::make_shared<RowwiseReduceHook>(linear->DetachBias(), tp.origin, ctx));
   }
   return bytes;

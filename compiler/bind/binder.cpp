@@ -675,7 +675,11 @@ void Binder::BindTpRules() {
     for (model::ModuleId id : modules) {
       const model::Module& m = graph_.modules[id];
       const model::Param* w = m.FindParam("weight");
-      if (style != plan::ShardStyle::kReplicate && (w == nullptr || w->shape.size() != 2)) {
+      // A norm with a 1-D weight may be colwise: its input width is sharded (Wan's q/k norms
+      // over all heads); the executor then all-reduces its statistics over tp.
+      const bool sharded_norm = style == plan::ShardStyle::kColwise && w != nullptr && w->shape.size() == 1 &&
+                                m.type.find("Norm") != std::string::npos;
+      if (style != plan::ShardStyle::kReplicate && !sharded_norm && (w == nullptr || w->shape.size() != 2)) {
         if (Once(Key(rule.pattern.range, "linear"))) {
           diags_.Emit(rule.pattern.range, TpNeedsLinear, Display(m.path), m.type, style_name);
         }

@@ -48,7 +48,19 @@ RMSNorm::RMSNorm(int64_t dim, double eps, bool elementwise_affine, Flavour flavo
   if (affine_) AddParameter("weight", {dim});
 }
 
+void RMSNorm::ShardStatistics(std::function<void(at::Tensor&)> sum_over_shards, int64_t full_dim) {
+  sum_over_shards_ = std::move(sum_over_shards);
+  full_dim_ = full_dim;
+}
+
 Outputs RMSNorm::Forward(Args& args) {
+  if (sum_over_shards_) {
+    const at::Tensor& x = args.Tensor(flavour_ == Flavour::kTorch ? "x" : "hidden_states");
+    at::Tensor sum = x.to(at::kFloat).pow(2).sum(-1, /*keepdim=*/true).contiguous();
+    sum_over_shards_(sum);
+    at::Tensor y = (x.to(at::kFloat) * at::rsqrt(sum / static_cast<double>(full_dim_) + eps_)).to(x.scalar_type());
+    return {affine_ ? y * Parameter("weight") : y};
+  }
   if (flavour_ == Flavour::kTorch) {
     const at::Tensor& x = args.Tensor("x");
     return {affine_ ? at::rms_norm(x, {dim_}, Parameter("weight"), eps_) : at::rms_norm(x, {dim_}, {}, eps_)};

@@ -4,6 +4,7 @@
 // all called through nn::Call so plans can hook them.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,11 +60,19 @@ class RMSNorm : public Module {
   }
   Outputs Forward(Args& args) override;
 
+  // Tensor parallelism of a norm over a sharded width (Wan's q/k norms span all heads):
+  // each rank holds `full_dim / tp` features and a slice of `weight`; `sum_over_shards` turns
+  // this rank's per-row sum of squares (fp32, keepdim) into the sum over every shard (an
+  // all-reduce), so the statistics are those of the full width.
+  void ShardStatistics(std::function<void(at::Tensor&)> sum_over_shards, int64_t full_dim);
+
  private:
   int64_t dim_;
   double eps_;
   bool affine_;
   Flavour flavour_;
+  std::function<void(at::Tensor&)> sum_over_shards_;
+  int64_t full_dim_ = 0;
 };
 
 // torch.nn.SiLU.

@@ -24,72 +24,109 @@ plan::ExecutionPlan WanPlan(const dist::MeshShape& shape, plan::RotateMethod rot
   plan::ExecutionPlan p;
   p.plan_name = "wan";
   p.model_class = "WanTransformer3DModel";
-  p.mesh.axes = {{"ring", shape.ring}, {"ulysses", shape.ulysses}, {"tp", shape.tp}};
+  p.mesh.axes = {{"tp", shape.tp}, {"ring", shape.ring}, {"ulysses", shape.ulysses}};
   p.mesh.world_size = shape.WorldSize();
   p.mesh.rotate_method = rotate;
   p.mesh.ring_anything = anything && shape.ring > 1;
   p.mesh.ulysses_anything = anything && shape.ulysses > 1;
 
-  plan::ModuleStep root;
-  root.module = "";
-  plan::Split timestep;
-  timestep.argument = "timestep";
-  timestep.dim = 1;
-  timestep.rank = 2;
-  timestep.optional = true;
-  timestep.origin = At(8);
-  root.splits = {timestep};
-  p.steps.push_back(root);
+  if (shape.ring * shape.ulysses > 1) {
+    plan::ModuleStep root;
+    root.module = "";
+    plan::Split timestep;
+    timestep.argument = "timestep";
+    timestep.dim = 1;
+    timestep.rank = 2;
+    timestep.optional = true;
+    timestep.origin = At(8);
+    root.splits = {timestep};
+    p.steps.push_back(root);
 
-  plan::ModuleStep rope;
-  rope.module = "rope";
-  for (int64_t output : {0, 1}) {
-    plan::Split split;
-    split.target = plan::Split::Target::kOutput;
-    split.output = output;
-    split.dim = 1;
-    split.rank = 4;
-    split.origin = At(10 + static_cast<int>(output));
-    rope.splits.push_back(split);
+    plan::ModuleStep rope;
+    rope.module = "rope";
+    for (int64_t output : {0, 1}) {
+      plan::Split split;
+      split.target = plan::Split::Target::kOutput;
+      split.output = output;
+      split.dim = 1;
+      split.rank = 4;
+      split.origin = At(10 + static_cast<int>(output));
+      rope.splits.push_back(split);
+    }
+    p.steps.push_back(rope);
+
+    plan::ModuleStep block0;
+    block0.module = "blocks.0";
+    plan::Split hidden;
+    hidden.argument = "hidden_states";
+    hidden.dim = 1;
+    hidden.rank = 3;
+    hidden.origin = At(13);
+    block0.splits = {hidden};
+    p.steps.push_back(block0);
+
+    plan::AttentionMode mode = shape.ring > 1 && shape.ulysses > 1 ? plan::AttentionMode::kUsp
+                               : shape.ring > 1                    ? plan::AttentionMode::kRing
+                                                                   : plan::AttentionMode::kUlysses;
+    for (int i = 0; i < 2; ++i) {
+      plan::ModuleStep step;
+      step.module = "blocks." + std::to_string(i) + ".attn1";
+      plan::Attention attention;
+      attention.mode = mode;
+      attention.heads = 4;
+      attention.head_dim = 16;
+      attention.ring = shape.ring;
+      attention.ulysses = shape.ulysses;
+      attention.rotate_method = rotate;
+      attention.origin = At(15);
+      step.attention = attention;
+      p.steps.push_back(step);
+    }
+    plan::ModuleStep out;
+    out.module = "proj_out";
+    plan::Gather gather;
+    gather.output = 0;
+    gather.dim = 1;
+    gather.rank = 3;
+    gather.origin = At(14);
+    out.gathers = {gather};
+    p.steps.push_back(out);
   }
-  p.steps.push_back(rope);
 
-  plan::ModuleStep block0;
-  block0.module = "blocks.0";
-  plan::Split hidden;
-  hidden.argument = "hidden_states";
-  hidden.dim = 1;
-  hidden.rank = 3;
-  hidden.origin = At(13);
-  block0.splits = {hidden};
-  p.steps.push_back(block0);
-
-  plan::AttentionMode mode = shape.ring > 1 && shape.ulysses > 1 ? plan::AttentionMode::kUsp
-                             : shape.ring > 1                    ? plan::AttentionMode::kRing
-                                                                 : plan::AttentionMode::kUlysses;
-  for (int i = 0; i < 2; ++i) {
-    plan::ModuleStep step;
-    step.module = "blocks." + std::to_string(i) + ".attn1";
-    plan::Attention attention;
-    attention.mode = mode;
-    attention.heads = 4;
-    attention.head_dim = 16;
-    attention.ring = shape.ring;
-    attention.ulysses = shape.ulysses;
-    attention.rotate_method = rotate;
-    attention.origin = At(15);
-    step.attention = attention;
-    p.steps.push_back(step);
+  // Tensor parallelism as plans/wan.weft: q/k/v and their cross-head norms colwise, outputs rowwise.
+  if (shape.tp > 1) {
+    const int64_t t = shape.tp, inner = 64, ffn = 128;
+    auto add = [&](const std::string& module, plan::ShardStyle style, std::vector<plan::ParamShard> params) {
+      plan::ModuleStep step;
+      step.module = module;
+      plan::TensorParallel tp;
+      tp.style = style;
+      tp.params = std::move(params);
+      tp.all_reduce_output = style == plan::ShardStyle::kRowwise;
+      tp.origin = At(22);
+      step.tp = tp;
+      p.steps.push_back(step);
+    };
+    auto colwise = [&](int64_t in, int64_t out) {
+      return std::vector<plan::ParamShard>{{"weight", 0, {out}, {out, in}, {out / t, in}},
+                                           {"bias", 0, {out}, {out}, {out / t}}};
+    };
+    auto rowwise = [&](int64_t in, int64_t out) {
+      return std::vector<plan::ParamShard>{{"weight", 1, {in}, {out, in}, {out, in / t}}, {"bias", -1, {}, {out}, {out}}};
+    };
+    const std::vector<plan::ParamShard> norm = {{"weight", 0, {inner}, {inner}, {inner / t}}};
+    for (int i = 0; i < 2; ++i) {
+      const std::string block = "blocks." + std::to_string(i);
+      for (const char* attn : {".attn1", ".attn2"}) {
+        for (const char* proj : {".to_q", ".to_k", ".to_v"}) add(block + attn + proj, plan::ShardStyle::kColwise, colwise(inner, inner));
+        add(block + attn + ".norm_q", plan::ShardStyle::kColwise, norm);
+        add(block + attn + ".norm_k", plan::ShardStyle::kColwise, norm);
+        add(block + attn + ".to_out.0", plan::ShardStyle::kRowwise, rowwise(inner, inner));
+      }
+      add(block + ".ffn.net.0.proj", plan::ShardStyle::kColwise, colwise(inner, ffn));
+      add(block + ".ffn.net.2", plan::ShardStyle::kRowwise, rowwise(ffn, inner));
+    }
   }
-  plan::ModuleStep out;
-  out.module = "proj_out";
-  plan::Gather gather;
-  gather.output = 0;
-  gather.dim = 1;
-  gather.rank = 3;
-  gather.origin = At(14);
-  out.gathers = {gather};
-  p.steps.push_back(out);
   return p;
 }
 
@@ -114,10 +151,11 @@ void ExpectMatchesDiffusers(int world, dist::MeshShape shape, plan::RotateMethod
   });
 }
 
-dist::MeshShape Mesh(int ring, int ulysses) {
+dist::MeshShape Mesh(int ring, int ulysses, int tp = 1) {
   dist::MeshShape shape;
   shape.ring = ring;
   shape.ulysses = ulysses;
+  shape.tp = tp;
   return shape;
 }
 
@@ -132,6 +170,15 @@ TEST(WanCpTest, Ring2Ulysses2PerTokenTimesteps) {
 }
 TEST(WanCpTest, Ring3UnevenPerTokenTimesteps) {
   ExpectMatchesDiffusers(3, Mesh(3, 1), plan::RotateMethod::kAllGather, true, "seq_timestep");
+}
+
+// Tensor parallelism: Wan's q/k RMSNorms normalise over all heads, so with colwise q/k each
+// rank holds a slice of the norm weight and the squared sums are all-reduced over tp.
+TEST(WanTpTest, Tp2) { ExpectMatchesDiffusers(2, Mesh(1, 1, 2), plan::RotateMethod::kP2p, false); }
+TEST(WanTpTest, Tp4) { ExpectMatchesDiffusers(4, Mesh(1, 1, 4), plan::RotateMethod::kP2p, false); }
+TEST(WanTpTest, Tp2Ulysses2) { ExpectMatchesDiffusers(4, Mesh(1, 2, 2), plan::RotateMethod::kP2p, false); }
+TEST(WanTpTest, Tp2Ring2PerTokenTimesteps) {
+  ExpectMatchesDiffusers(4, Mesh(2, 1, 2), plan::RotateMethod::kP2p, false, "seq_timestep");
 }
 
 }  // namespace
