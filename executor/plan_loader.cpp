@@ -1,24 +1,17 @@
 #include "executor/plan_loader.h"
 
-#include <unistd.h>
 
-#include <climits>
 #include <filesystem>
 #include <sstream>
 #include <stdexcept>
 
 #include "compiler/compile.h"
+#include "runtime/dist/launcher.h"
 
 namespace weft::exec {
 namespace {
 
-std::string ExeDir() {
-  char buf[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return ".";
-  buf[n] = '\0';
-  return std::filesystem::path(buf).parent_path().string();
-}
+std::string ExeDir() { return std::filesystem::path(dist::SelfExecutable("./weft-run")).parent_path().string(); }
 
 }  // namespace
 

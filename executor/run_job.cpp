@@ -106,18 +106,7 @@ JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const 
     const auto start = Clock::now();
     output = Forward(model, inputs);
     result.latencies_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
-    if (i == 0) {
-      // Collectives of exactly one forward: the counters' difference across it.
-      for (dist::Axis axis : dist::kAllAxes) {
-        for (int op = 0; op < dist::kNumCommOps; ++op) {
-          const auto kind = static_cast<dist::CommOp>(op);
-          const dist::CommStat now = ctx.counters().Get(axis, kind), then = before.Get(axis, kind);
-          for (int64_t c = 0; c < now.calls - then.calls; ++c) {
-            one_forward.Record(axis, kind, c == 0 ? now.bytes_sent - then.bytes_sent : 0);
-          }
-        }
-      }
-    }
+    if (i == 0) one_forward = ctx.counters().Since(before);  // the collectives of exactly one forward
     if (leader && options.progress && options.iters > 1) {
       std::fprintf(stderr, "weft-run: iteration %d/%d: %.2f ms\n", i + 1, options.iters, result.latencies_ms.back());
     }

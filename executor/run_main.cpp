@@ -12,10 +12,8 @@
 // process joins the job as that rank; otherwise it is the launcher and re-executes itself
 // --nproc times with the rank environment.
 #include <CLI/CLI.hpp>
-#include <unistd.h>
 
 #include <chrono>
-#include <climits>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -77,14 +75,6 @@ std::string VersionText() {
   return s + ")";
 }
 
-std::string SelfExe() {
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return "weft-run";
-  buf[n] = '\0';
-  return buf;
-}
-
 // The mesh this run uses. Without --mesh: ring=2,ulysses=2 for 4 ranks (the default job),
 // else ulysses=N.
 dist::MeshShape ResolveMesh(const RunOptions& o, int world_size) {
@@ -101,18 +91,22 @@ dist::MeshShape ResolveMesh(const RunOptions& o, int world_size) {
   return shape;
 }
 
-// The plan of the job: --compiled, or --plan (default: the model's plan in plans/) compiled
-// here against the model's graph for this mesh.
-// The model of the job: --model-dir (a diffusers save_pretrained directory) or --model.
-models::ModelSpec JobModel(const RunOptions& o, std::vector<std::string>* weights) {
-  if (o.model_dir.empty()) return models::ParseModelSpec(o.model);
+// The model of the job and its weight files: --model-dir (a diffusers save_pretrained
+// directory: class, config and weights) or --model with --weights.
+struct JobModel {
+  models::ModelSpec spec;
+  std::vector<std::string> weights;
+};
+
+JobModel ResolveModel(const RunOptions& o) {
+  if (o.model_dir.empty()) return {models::ParseModelSpec(o.model), o.weights};
   exec::ModelDir dir = exec::ReadModelDir(o.model_dir);
-  if (weights != nullptr && weights->empty()) *weights = dir.weight_files;
-  return dir.spec;
+  return {dir.spec, o.weights.empty() ? dir.weight_files : o.weights};
 }
 
-exec::LoadedPlan LoadJobPlan(const RunOptions& o, const dist::MeshShape& shape) {
-  const models::ModelSpec spec = JobModel(o, nullptr);
+// The plan of the job: --compiled, or --plan (default: the model's plan in plans/) compiled
+// here against the model's graph for this mesh.
+exec::LoadedPlan LoadJobPlan(const RunOptions& o, const models::ModelSpec& spec, const dist::MeshShape& shape) {
   const std::string data = exec::DataDir();
   exec::PlanRequest request;
   request.compiled_file = o.compiled;
@@ -138,10 +132,10 @@ exec::LoadedPlan LoadJobPlan(const RunOptions& o, const dist::MeshShape& shape) 
   return exec::LoadPlan(request);
 }
 
-exec::JobOptions JobOptionsFrom(const RunOptions& o, const exec::LoadedPlan& loaded) {
+exec::JobOptions JobOptionsFrom(const RunOptions& o, const JobModel& model, const exec::LoadedPlan& loaded) {
   exec::JobOptions j;
-  j.weights = o.weights;
-  j.model = JobModel(o, &j.weights);
+  j.model = model.spec;
+  j.weights = model.weights;
   j.inputs = o.inputs;
   j.output = o.output;
   j.workload = exec::WorkloadFromGraph(j.model.family, loaded.graph_workload);
@@ -172,8 +166,9 @@ int RunRank(const RunOptions& o) {
   if (o.smoke) {
     status = exec::RunSmokeJobAndReport(*ctx, setup_ms, std::cout);
   } else {
-    const exec::LoadedPlan loaded = LoadJobPlan(o, shape);
-    exec::JobResult result = exec::RunJob(*ctx, loaded.plan, JobOptionsFrom(o, loaded));
+    const JobModel model = ResolveModel(o);
+    const exec::LoadedPlan loaded = LoadJobPlan(o, model.spec, shape);
+    exec::JobResult result = exec::RunJob(*ctx, loaded.plan, JobOptionsFrom(o, model, loaded));
     status = result.exit_code;
   }
   ctx->Shutdown();
@@ -185,7 +180,7 @@ int RunLauncher(const RunOptions& o, int argc, char** argv) {
   // Bad arguments are reported once, here, rather than by every rank.
   if (!o.smoke) {
     try {
-      JobModel(o, nullptr);
+      ResolveModel(o);
     } catch (const std::exception& e) {
       std::cerr << "weft-run: " << e.what() << "\n";
       return 2;
@@ -201,7 +196,7 @@ int RunLauncher(const RunOptions& o, int argc, char** argv) {
   }
   dist::LaunchOptions lo;
   lo.nproc = nproc;
-  lo.argv.push_back(SelfExe());
+  lo.argv.push_back(dist::SelfExecutable("weft-run"));
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--nproc") {

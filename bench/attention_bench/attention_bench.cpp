@@ -231,14 +231,6 @@ int RankMain(const Args& a, int64_t seq) {
   return 0;
 }
 
-std::string SelfExe() {
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "attention_bench";
-  buf[n] = '\0';
-  return buf;
-}
-
 std::string Mib(int64_t bytes) {
   char s[32];
   std::snprintf(s, sizeof(s), "%.1f", static_cast<double>(bytes) / (1 << 20));
@@ -246,7 +238,7 @@ std::string Mib(int64_t bytes) {
 }
 
 int LauncherMain(const Args& a, char** argv, int argc) {
-  std::vector<std::string> base{SelfExe()};
+  std::vector<std::string> base{weft::dist::SelfExecutable("attention_bench")};
   for (int i = 1; i < argc; ++i) base.push_back(argv[i]);
   struct Row {
     int64_t seq;

@@ -62,4 +62,15 @@ std::string CommCounters::Report() const {
   return out;
 }
 
+CommCounters CommCounters::Since(const CommCounters& earlier) const {
+  CommCounters diff;
+  for (int a = 0; a < kNumAxes; ++a) {
+    for (int op = 0; op < kNumCommOps; ++op) {
+      diff.stats_[a][op].calls = stats_[a][op].calls - earlier.stats_[a][op].calls;
+      diff.stats_[a][op].bytes_sent = stats_[a][op].bytes_sent - earlier.stats_[a][op].bytes_sent;
+    }
+  }
+  return diff;
+}
+
 }  // namespace weft::dist

@@ -47,6 +47,8 @@ class CommCounters {
   // Sum over ops on one axis, and over every axis and op.
   CommStat Total(Axis axis) const;
   CommStat Total() const;
+  // What was recorded after `earlier` (a copy taken before): these counters minus those.
+  CommCounters Since(const CommCounters& earlier) const;
   // Adds one call and `bytes_sent` bytes.
   void Record(Axis axis, CommOp op, int64_t bytes_sent);
   void Reset() { stats_ = {}; }

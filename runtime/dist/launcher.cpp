@@ -273,4 +273,12 @@ LaunchResult Launch(const LaunchOptions& opt) {
   return result;
 }
 
+std::string SelfExecutable(const std::string& fallback) {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return fallback;
+  buf[n] = '\0';
+  return buf;
+}
+
 }  // namespace weft::dist

@@ -51,4 +51,8 @@ struct LaunchResult {
 // started (fork failure) or the options are invalid (nproc < 1, empty argv).
 LaunchResult Launch(const LaunchOptions& options);
 
+// Absolute path of the running program (/proc/self/exe), or `fallback` when it cannot be read.
+// The launcher re-executes it for every rank; weft-run finds its data relative to it.
+std::string SelfExecutable(const std::string& fallback);
+
 }  // namespace weft::dist

@@ -11,6 +11,7 @@
 #include "runtime/io/safetensors.h"
 #include "runtime/models/wan.h"
 #include "runtime/nn/load_weights.h"
+#include "tests/executor/flux_plans.h"
 #include "tests/support/multi_rank.h"
 
 namespace weft::exec {
@@ -132,7 +133,7 @@ plan::ExecutionPlan WanPlan(const dist::MeshShape& shape, plan::RotateMethod rot
 
 void ExpectMatchesDiffusers(int world, dist::MeshShape shape, plan::RotateMethod rotate, bool anything,
                             const std::string& case_name = "") {
-  testing::RunOnRanks(world, shape, [&](dist::DistContext& ctx) {
+  weft::testing::RunOnRanks(world, shape, [&](dist::DistContext& ctx) {
     const std::string suffix = case_name.empty() ? "" : "_" + case_name;
     io::SafetensorsFile weights = io::SafetensorsFile::Open(kDir + "/weights.safetensors");
     io::SafetensorsFile inputs = io::SafetensorsFile::Open(kDir + "/inputs" + suffix + ".safetensors");
@@ -151,13 +152,7 @@ void ExpectMatchesDiffusers(int world, dist::MeshShape shape, plan::RotateMethod
   });
 }
 
-dist::MeshShape Mesh(int ring, int ulysses, int tp = 1) {
-  dist::MeshShape shape;
-  shape.ring = ring;
-  shape.ulysses = ulysses;
-  shape.tp = tp;
-  return shape;
-}
+using testing::Mesh;
 
 TEST(WanCpTest, Ulysses2) { ExpectMatchesDiffusers(2, Mesh(1, 2), plan::RotateMethod::kAllGather, false); }
 TEST(WanCpTest, Ring2AllGather) { ExpectMatchesDiffusers(2, Mesh(2, 1), plan::RotateMethod::kAllGather, false); }
