@@ -7,6 +7,10 @@ while forward pre/post hooks record, for every module call, the shapes of the ar
 the forward signature by name) and of the outputs. Attention calls are recorded by wrapping
 diffusers' `dispatch_attention_fn`, which gives the (B, S, H, D) of q, k and v at every site.
 
+A model whose forward reads the *values* of an input to decide shapes (QwenImage 2.1 expands its
+`img_mask` with `repeat_interleave` and scatters latents through it) gets that input as a real CPU
+tensor, everything else stays on meta; see `host_values` for why the shapes stay exact.
+
 Usage:
   tools/export_graph.py tools/model_configs/flux1-dev.json -o graphs/flux1-dev.graph.json
   tools/export_graph.py --all                 # every config in tools/model_configs -> graphs/
@@ -362,6 +366,80 @@ def meta_autocast():
         torch.autocast = original
 
 
+def _tensors_in(x, out):
+    import torch
+    if isinstance(x, torch.Tensor):
+        out.append(x)
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            _tensors_in(y, out)
+    elif isinstance(x, dict):
+        for y in x.values():
+            _tensors_in(y, out)
+    return out
+
+
+@contextlib.contextmanager
+def host_values():
+    """Run a forward whose heavy tensors are on meta while its few control tensors (masks, index
+    lists the forward reads values from) are real CPU tensors.
+
+    Why the traced shapes are exactly those of a real run: a meta kernel never invents a
+    data-dependent shape. Every op whose output shape depends on values (nonzero, masked_select,
+    indexing with a boolean meta mask, repeat_interleave without output_size, item, tolist, bool)
+    raises on meta instead. So each shape is either computed by PyTorch's own meta kernel from
+    shapes alone, or computed on the host from the real values of the control tensors, which hold
+    what the pipeline would pass. Nothing is guessed; a forward that needs a value that exists
+    only on meta fails loudly.
+
+    PyTorch already accepts a CPU index into a meta tensor (`meta[:, cpu_bool]`,
+    `meta.repeat_interleave(cpu_repeats)` read the index values on the host). What it rejects is
+    an ordinary op mixing devices (`torch.where(cpu_mask, meta_a, meta_b)`). This mode, active
+    only around such a forward, intercepts calls that mix meta tensors with CPU tensors of rank
+    >= 1 and:
+      * leaves indexing (`__getitem__`, `__setitem__`) and `repeat_interleave` to PyTorch, which
+        reads the CPU index values; for `__setitem__` it first checks what a real run checks and
+        meta's `index_put_` does not: that the value broadcasts to the indexed shape;
+      * moves the CPU tensors to meta for any other op: its output shape cannot depend on their
+        values (else its meta kernel would raise), so the values are not needed there.
+    """
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    index_ops = {torch.Tensor.__getitem__, torch.Tensor.__setitem__, torch.Tensor.repeat_interleave,
+                 torch.repeat_interleave}
+
+    def to_meta(x):
+        if isinstance(x, torch.Tensor) and not x.is_meta and x.dim() > 0:
+            return x.to("meta")
+        if isinstance(x, (list, tuple)):
+            return type(x)(to_meta(y) for y in x)
+        if isinstance(x, dict):
+            return {k: to_meta(v) for k, v in x.items()}
+        return x
+
+    class HostValues(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            ts = _tensors_in((args, kwargs), [])
+            if not (any(t.is_meta for t in ts) and any(not t.is_meta and t.dim() > 0 for t in ts)):
+                return func(*args, **kwargs)
+            if func in index_ops:
+                if func is torch.Tensor.__setitem__:
+                    target, index, value = args
+                    if isinstance(value, torch.Tensor):
+                        indexed = tuple(target[index].shape)
+                        if torch.broadcast_shapes(tuple(value.shape), indexed) != indexed:
+                            raise RuntimeError("shape mismatch: value of shape %s cannot be broadcast to "
+                                               "indexing result of shape %s" % (list(value.shape),
+                                                                                list(indexed)))
+                return func(*args, **kwargs)
+            return func(*to_meta(args), **to_meta(kwargs))
+
+    with HostValues():
+        yield
+
+
 # ----------------------------------------------------------------------------------------------
 # Model inputs per class, at a workload. Shapes follow shared/reference/model-configs.md.
 
@@ -403,6 +481,26 @@ def make_inputs(cls_name, cfg, wl):
                     encoder_hidden_states=t(B, T, cfg["joint_attention_dim"]),
                     encoder_hidden_states_mask=t(B, T, dtype=torch.int64),
                     timestep=t(B), img_shapes=[[(1, h, w)]] * B)
+    if cls_name == "QwenImage21Transformer2DModel":
+        # Text-to-image as QwenImage21Pipeline calls it (diffusers 0.42.1): the VAE downsamples 16x
+        # and the latents go in unpatched, one token per 16x16 pixels with in_channels channels; the
+        # pipeline floors height and width to multiples of 32 so that each vision-language slot
+        # covers 2x2 latent tokens. encoder_hidden_states: the T text tokens left after the system
+        # prompt is dropped, not padded at batch 1, so encoder_hidden_states_mask is None (the
+        # pipeline drops an all-ones mask). img_mask: False for each text token (no condition
+        # image), then one True slot per 2x2 target tokens (its `append_target_slots`). The model
+        # reads img_mask's values to lay out the joint sequence, so it is a real CPU tensor (see
+        # `host_values`).
+        if wl["height"] % 32 or wl["width"] % 32:
+            raise SystemExit("export_graph: QwenImage 2.1 takes multiples of 32 pixels, not %dx%d"
+                             % (wl["width"], wl["height"]))
+        h, w = wl["height"] // 16, wl["width"] // 16
+        p = cfg.get("patch_size", 1)
+        img_mask = torch.cat([torch.zeros(B, T, dtype=torch.bool, device="cpu"),
+                              torch.ones(B, h * w // 4, dtype=torch.bool, device="cpu")], dim=1)
+        return dict(hidden_states=t(B, h * w, cfg["in_channels"] * p * p),
+                    encoder_hidden_states=t(B, T, cfg["context_in_dim"]),
+                    timestep=t(B), img_shapes=[[(1, h, w)]] * B, img_mask=img_mask)
     if cls_name in ("WanTransformer3DModel", "ChronoEditTransformer3DModel"):
         f, h, w = latent_video(wl["frames"], wl["height"], wl["width"])
         kw = dict(hidden_states=t(B, cfg["in_channels"], f, h, w), timestep=t(B),
@@ -490,6 +588,8 @@ def derived_config(cls_name, cfg, model):
         d["audio_mlp_hidden_dim"] = d["audio_inner_dim"] * 4
     if cls_name == "QwenImageTransformer2DModel":
         d["mlp_hidden_dim"] = d["inner_dim"] * 4
+    if cls_name == "QwenImage21Transformer2DModel":
+        d["context_in_dim"] = cfg["context_in_dim"]
     if d.get("hidden_size") is None:
         d.pop("hidden_size")
     return d
@@ -527,7 +627,10 @@ def attention_site(path, mod, calls, qkv):
 
 # ----------------------------------------------------------------------------------------------
 
-def export(config_path, workload_names=None):
+def export(config_path, workload_names=None, device="meta"):
+    """device "meta" (the default: no weights, shapes only) or "cpu": seeded random weights and
+    random inputs, a real forward. The CPU mode is for small test configs, to check that a meta
+    trace equals the trace of a real run (tests/unit/model: tools.export_graph_host_values_exact)."""
     import torch
     import diffusers
 
@@ -538,7 +641,8 @@ def export(config_path, workload_names=None):
     cls = getattr(diffusers, cls_name)
     import logging
     logging.getLogger("diffusers").setLevel(logging.ERROR)
-    with torch.device("meta"):
+    torch.manual_seed(0)
+    with torch.device(device):
         model = cls.from_config(dict(cfg))
     model = model.to(torch.bfloat16).eval()
     full_cfg = OrderedDict((k, v) for k, v in model.config.items() if not k.startswith("_"))
@@ -585,12 +689,17 @@ def export(config_path, workload_names=None):
     for wl in spec["workloads"]:
         if workload_names and wl["name"] not in workload_names:
             continue
-        with torch.device("meta"):
+        with torch.device(device):
             inputs = make_inputs(cls_name, cfg, wl)
+        for x in _tensors_in(inputs, []):
+            if x.is_floating_point() and not x.is_meta:
+                x.normal_()
+        host = device == "meta" and any(not x.is_meta for x in _tensors_in(inputs, []))
         tracer = Tracer(model)
         tracer.install()
         try:
-            with torch.no_grad(), patched_attention(tracer), meta_autocast():
+            with torch.no_grad(), patched_attention(tracer), meta_autocast(), \
+                    (host_values() if host else contextlib.nullcontext()):
                 model(**inputs, return_dict=False)
         finally:
             tracer.remove()
@@ -680,6 +789,9 @@ def main():
     ap.add_argument("--all", action="store_true", help="every config in tools/model_configs")
     ap.add_argument("--workload", action="append", help="only these workloads (by name)")
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "graphs"))
+    ap.add_argument("--device", choices=("meta", "cpu"), default="meta",
+                    help="meta (default): shapes only, no weights; cpu: a real forward with random "
+                         "weights, to check a small config's meta trace against a real run")
     args = ap.parse_args()
     configs = list(args.config)
     if args.all:
@@ -690,7 +802,7 @@ def main():
     if args.output and len(configs) != 1:
         ap.error("-o needs exactly one config")
     for c in configs:
-        graph = export(c, args.workload)
+        graph = export(c, args.workload, args.device)
         out = args.output or os.path.join(args.out_dir, graph["model"]["name"] + ".graph.json")
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
         with open(out, "w") as fp:
