@@ -54,8 +54,8 @@ TEST(CommittedGraphsTest, EveryGraphReadsAndRoundTrips) {
 
 // The graphs of published models (issue 4) carry at least two workloads each.
 TEST(CommittedGraphsTest, PublishedModelsHaveTwoWorkloads) {
-  for (const char* name : {"flux1-dev", "flux2-dev", "qwen-image", "wan2.1-t2v-14b", "wan2.1-t2v-1.3b",
-                           "chronoedit-14b", "helios", "ltx-video-2b", "ltx-2", "minimax-h3"}) {
+  for (const char* name : {"flux1-dev", "flux2-dev", "qwen-image", "qwen-image-21", "wan2.1-t2v-14b",
+                           "wan2.1-t2v-1.3b", "chronoedit-14b", "helios", "ltx-video-2b", "ltx-2", "minimax-h3"}) {
     const GraphReadResult r = ReadGraphFile(std::string(WEFT_GRAPHS_DIR) + "/" + name + ".graph.json");
     ASSERT_TRUE(r.graph.has_value()) << name;
     EXPECT_GE(r.graph->workloads.size(), 2u) << name;
@@ -93,6 +93,44 @@ TEST(CommittedGraphsTest, FluxDevFacts) {
             (std::vector<int64_t>{1, 4608, 24, 128}));
   EXPECT_EQ(g.FindWorkload("1008x1008")->FindCalls("")->calls.at(0).FindArg("hidden_states")->shape,
             (std::vector<int64_t>{1, 3969, 64}));
+}
+
+// QwenImage 2.1 (class defaults; its forward reads img_mask's values, see compiler/model/README.md):
+// one single-stream sequence of text then image tokens, and the block-causal prefill as two
+// attention calls per block, the causal text segment, then the image queries over everything.
+TEST(CommittedGraphsTest, QwenImage21Facts) {
+  const GraphReadResult r = ReadGraphFile(std::string(WEFT_GRAPHS_DIR) + "/qwen-image-21.graph.json");
+  ASSERT_TRUE(r.graph.has_value());
+  const ModelGraph& g = *r.graph;
+  EXPECT_EQ(g.class_name, "QwenImage21Transformer2DModel");
+  EXPECT_EQ(g.FindModule("transformer_blocks")->children.size(), 32u);
+  EXPECT_EQ(g.attention_sites.size(), 32u);
+  const AttentionSite* attn = g.FindAttentionSite("transformer_blocks.31.attn");
+  ASSERT_NE(attn, nullptr);
+  EXPECT_EQ(attn->kind, AttentionKind::kSelf);
+  EXPECT_EQ(attn->heads, 32);
+  EXPECT_EQ(attn->head_dim, 128);
+  EXPECT_EQ(g.ConfigValue("mlp_hidden_dim"), 12288);
+  EXPECT_EQ(g.ConfigValue("context_in_dim"), 4096);
+  // About 7.1 B parameters in bf16.
+  EXPECT_GT(g.ParamBytes(), 14'000'000'000);
+  EXPECT_LT(g.ParamBytes(), 14'500'000'000);
+  const Workload* w = g.FindWorkload("1024x1024");
+  ASSERT_NE(w, nullptr);
+  const Call& root = w->FindCalls("")->calls.at(0);
+  EXPECT_EQ(root.FindArg("hidden_states")->shape, (std::vector<int64_t>{1, 4096, 64}));
+  EXPECT_EQ(root.FindArg("img_mask")->shape, (std::vector<int64_t>{1, 512 + 1024}));
+  EXPECT_EQ(w->FindCalls("transformer_blocks.0")->calls.at(0).FindArg("hidden_states")->shape,
+            (std::vector<int64_t>{1, 4608, 4096}));
+  const SiteCalls* calls = w->FindAttention("transformer_blocks.0.attn");
+  ASSERT_NE(calls, nullptr);
+  ASSERT_EQ(calls->calls.size(), 2u);
+  EXPECT_EQ(calls->calls[0].q, (std::vector<int64_t>{1, 512, 32, 128}));
+  EXPECT_EQ(calls->calls[0].k, (std::vector<int64_t>{1, 512, 32, 128}));
+  EXPECT_EQ(calls->calls[1].q, (std::vector<int64_t>{1, 4096, 32, 128}));
+  EXPECT_EQ(calls->calls[1].k, (std::vector<int64_t>{1, 4608, 32, 128}));
+  EXPECT_EQ(g.FindWorkload("992x992")->FindCalls("")->calls.at(0).FindArg("hidden_states")->shape,
+            (std::vector<int64_t>{1, 3844, 64}));
 }
 
 TEST(CommittedGraphsTest, WanCrossAttentionReadsReplicatedText) {
