@@ -22,15 +22,7 @@ std::string DataDir() {
 }
 
 std::string GraphFileFor(const models::ModelSpec& spec, const std::string& data_dir) {
-  std::string name;
-  if (spec.family == "flux") {
-    name = spec.config == "dev" || spec.config == "schnell" ? "flux1-dev" : "flux-" + spec.config;
-  } else if (spec.family == "wan") {
-    name = spec.config == "1.3b"  ? "wan2.1-t2v-1.3b"
-           : spec.config == "14b" ? "wan2.1-t2v-14b"
-                                  : "wan-" + spec.config;
-  }
-  const std::string path = data_dir + "/graphs/" + name + ".graph.json";
+  const std::string path = data_dir + "/graphs/" + models::PublishedName(spec) + ".graph.json";
   return std::filesystem::exists(path) ? path : "";
 }
 

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -22,6 +23,8 @@
 #include <torch/version.h>  // TORCH_VERSION only
 
 #include "compiler/source/version.h"
+#include "compiler/model/graph_json.h"
+#include "executor/graph_dump.h"
 #include "executor/model_dir.h"
 #include "executor/plan_loader.h"
 #include "executor/run_job.h"
@@ -65,6 +68,10 @@ struct RunOptions {
   std::string trace;
   std::string report;
   uint64_t seed = 0;
+  // --dump-graph [FILE]: print the model's weft.graph/1 instead of running it.
+  bool dump_graph = false;
+  std::string dump_graph_file;
+  std::string model_config;
 };
 
 std::string VersionText() {
@@ -175,6 +182,30 @@ int RunRank(const RunOptions& o) {
   return status;
 }
 
+// --dump-graph: the model's graph from the C++ model on the meta device; no ranks.
+int DumpGraph(const RunOptions& o) {
+  const JobModel model = ResolveModel(o);
+  std::string config_file = o.model_config;
+  if (config_file.empty()) config_file = exec::ModelConfigFileFor(model.spec, exec::DataDir());
+  if (config_file.empty()) {
+    std::cerr << "weft-run: no tools/model_configs entry (the workloads to trace) for " << model.spec.ToString()
+              << " in " << exec::DataDir() << "; pass one with --model-config\n";
+    return 2;
+  }
+  const std::string text = model::WriteGraphJson(exec::DumpModelGraph(model.spec, config_file));
+  if (o.dump_graph_file.empty() || o.dump_graph_file == "-") {
+    std::cout << text;
+    return std::cout.good() ? 0 : 1;
+  }
+  std::ofstream out(o.dump_graph_file, std::ios::binary);
+  out << text;
+  if (!out.good()) {
+    std::cerr << "weft-run: cannot write " << o.dump_graph_file << "\n";
+    return 1;
+  }
+  return 0;
+}
+
 // Launcher mode: re-execute ourselves on nproc local ranks.
 int RunLauncher(const RunOptions& o, int argc, char** argv) {
   // Bad arguments are reported once, here, rather than by every rank.
@@ -261,6 +292,12 @@ int main(int argc, char** argv) {
   app.add_option("--inputs", o.inputs, "Inputs as safetensors keyed by forward argument name (default: seeded "
                                        "random)")->check(CLI::ExistingFile);
   app.add_option("--output", o.output, "Write the gathered output to this safetensors file (rank 0)");
+  auto* dump_opt = app.add_option("--dump-graph", o.dump_graph_file,
+                                  "Print the model's weft.graph/1 (traced on the meta device at the workloads of "
+                                  "tools/model_configs/<name>.json) to stdout or FILE, and exit")
+                       ->expected(0, 1);
+  app.add_option("--model-config", o.model_config,
+                 "With --dump-graph: the model config with the workloads to trace (tools/model_configs format)");
   app.add_flag("--check", o.check, "Compare with an unsharded run; non-zero exit above the tolerance");
   app.add_option("--tolerance", o.tolerance, "Relative tolerance of --check (default 1e-5 fp32 CP, 1e-4 with "
                                              "TP, 2e-2 bf16)");
@@ -276,6 +313,7 @@ int main(int argc, char** argv) {
   }
   // No arguments at all: the embedded default job, checked.
   if (argc == 1) o.check = true;
+  o.dump_graph = dump_opt->count() > 0;
   if (o.device == "cuda") {
 #ifndef WEFT_WITH_CUDA
     std::cerr << "weft-run: --device cuda needs a build with CUDA (-DWEFT_ENABLE_CUDA=ON against a CUDA LibTorch)\n";
@@ -283,6 +321,7 @@ int main(int argc, char** argv) {
 #endif
   }
   try {
+    if (o.dump_graph) return DumpGraph(o);
     if (dist::LaunchedAsRank()) return RunRank(o);
     return RunLauncher(o, argc, argv);
   } catch (const std::exception& e) {

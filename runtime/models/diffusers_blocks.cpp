@@ -159,6 +159,7 @@ FP32LayerNorm::FP32LayerNorm(int64_t dim, double eps, bool elementwise_affine)
 
 Outputs FP32LayerNorm::Forward(Args& args) {
   const at::Tensor& x = args.Tensor("inputs");
+  if (x.is_meta()) return {at::empty_like(x)};  // no C++ meta kernel for layer_norm; shape and dtype kept
   at::Tensor y = affine_ ? at::layer_norm(x.to(at::kFloat), {dim_}, Parameter("weight").to(at::kFloat),
                                           Parameter("bias").to(at::kFloat), eps_)
                          : at::layer_norm(x.to(at::kFloat), {dim_}, {}, {}, eps_);
@@ -178,6 +179,13 @@ Outputs Conv3d::Forward(Args& args) {
   const at::Tensor& weight = Parameter("weight");
   TORCH_CHECK(x.dim() == 5 && x.size(1) == weight.size(1), "Conv3d `", fqn(), "`: input must be (B, ",
               weight.size(1), ", F, H, W), got ", x.sizes());
+  if (x.is_meta()) {
+    // LibTorch has no C++ meta kernel for convolution; on the meta device (graph dumps) only
+    // the shape matters: no padding, no dilation.
+    std::vector<int64_t> shape = {x.size(0), weight.size(0)};
+    for (int64_t d = 0; d < 3; ++d) shape.push_back((x.size(2 + d) - weight.size(2 + d)) / stride_[d] + 1);
+    return {at::empty(shape, x.options())};
+  }
   std::optional<at::Tensor> bias;
   if (has_bias_) bias = Parameter("bias");
   return {at::conv3d(x, weight, bias, stride_)};

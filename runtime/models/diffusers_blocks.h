@@ -133,6 +133,7 @@ class Conv3d : public nn::Module {
          bool bias = true);
   std::vector<std::string> Signature() const override { return {"input"}; }
   nn::Outputs Forward(nn::Args& args) override;
+  const std::vector<int64_t>& stride() const { return stride_; }
 
  private:
   std::vector<int64_t> stride_;

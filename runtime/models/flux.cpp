@@ -49,17 +49,24 @@ FluxAttention::FluxAttention(int64_t dim, int64_t heads, int64_t head_dim, bool 
 Outputs FluxAttention::Forward(Args& args) {
   const at::Tensor& hidden = args.Tensor("hidden_states");
   const int64_t d = head_dim();
-  at::Tensor q = Call(*Child("norm_q"), SplitHeads(Call(*Child("to_q"), hidden), d));
-  at::Tensor k = Call(*Child("norm_k"), SplitHeads(Call(*Child("to_k"), hidden), d));
-  at::Tensor v = SplitHeads(Call(*Child("to_v"), hidden), d);
   std::optional<at::Tensor> encoder = args.OptionalTensor("encoder_hidden_states");
   if (encoder && !joint_) throw std::invalid_argument("FluxAttention `" + fqn() + "` takes no encoder_hidden_states");
+  // diffusers' order of calls (all projections, then the norms), so a graph dumped from this
+  // model traces the calls in the order diffusers makes them.
+  at::Tensor q = SplitHeads(Call(*Child("to_q"), hidden), d);
+  at::Tensor k = SplitHeads(Call(*Child("to_k"), hidden), d);
+  at::Tensor v = SplitHeads(Call(*Child("to_v"), hidden), d);
+  at::Tensor eq, ek, ev;
   if (encoder) {
-    at::Tensor eq = Call(*Child("norm_added_q"), SplitHeads(Call(*Child("add_q_proj"), *encoder), d));
-    at::Tensor ek = Call(*Child("norm_added_k"), SplitHeads(Call(*Child("add_k_proj"), *encoder), d));
-    at::Tensor ev = SplitHeads(Call(*Child("add_v_proj"), *encoder), d);
-    q = at::cat({eq, q}, 1);
-    k = at::cat({ek, k}, 1);
+    eq = SplitHeads(Call(*Child("add_q_proj"), *encoder), d);
+    ek = SplitHeads(Call(*Child("add_k_proj"), *encoder), d);
+    ev = SplitHeads(Call(*Child("add_v_proj"), *encoder), d);
+  }
+  q = Call(*Child("norm_q"), q);
+  k = Call(*Child("norm_k"), k);
+  if (encoder) {
+    q = at::cat({Call(*Child("norm_added_q"), eq), q}, 1);
+    k = at::cat({Call(*Child("norm_added_k"), ek), k}, 1);
     v = at::cat({ev, v}, 1);
   }
   if (args.Has("image_rotary_emb") && !std::holds_alternative<std::monostate>(args.Get("image_rotary_emb"))) {
@@ -122,7 +129,7 @@ FluxSingleTransformerBlock::FluxSingleTransformerBlock(int64_t dim, int64_t head
   AddChild("norm", std::make_unique<AdaLayerNormZeroSingle>(dim));
   AddChild("proj_mlp", std::make_unique<nn::Linear>(dim, mlp_hidden_dim));
   AddChild("act_mlp", std::make_unique<nn::GELUActivation>(/*approximate_tanh=*/true));
-  AddChild("proj_out", std::make_unique<nn::Linear>(dim + mlp_hidden_dim, dim));
+  AddChild("proj_out", std::make_unique<nn::Linear>(dim + mlp_hidden_dim, dim)).SetPackedRowBlocks({dim, mlp_hidden_dim});
   AddChild("attn", std::make_unique<FluxAttention>(dim, heads, head_dim, /*joint=*/false, /*pre_only=*/true));
 }
 
@@ -217,7 +224,8 @@ Outputs FluxTransformer2DModel::Forward(Args& args) {
                                         .Set("hidden_states", hidden)
                                         .Set("encoder_hidden_states", encoder)
                                         .Set("temb", temb)
-                                        .Set("image_rotary_emb", rope));
+                                        .Set("image_rotary_emb", rope)
+                                        .Set("joint_attention_kwargs", nn::Value()));
       encoder = OutputTensor(out, 0, blocks[i]);
       hidden = OutputTensor(out, 1, blocks[i]);
     }
@@ -284,6 +292,22 @@ FluxConfig FluxConfigFromJson(const std::string& config_json) {
     }
   }
   return c;
+}
+
+std::string FluxConfigToJson(const FluxConfig& c) {
+  nlohmann::ordered_json j;  // diffusers' __init__ order, every key
+  j["patch_size"] = c.patch_size;
+  j["in_channels"] = c.in_channels;
+  j["out_channels"] = c.out_channels > 0 ? nlohmann::ordered_json(c.out_channels) : nlohmann::ordered_json();
+  j["num_layers"] = c.num_layers;
+  j["num_single_layers"] = c.num_single_layers;
+  j["attention_head_dim"] = c.attention_head_dim;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["joint_attention_dim"] = c.joint_attention_dim;
+  j["pooled_projection_dim"] = c.pooled_projection_dim;
+  j["guidance_embeds"] = c.guidance_embeds;
+  j["axes_dims_rope"] = c.axes_dims_rope;
+  return j.dump();
 }
 
 FluxConfig FluxConfigByName(const std::string& name) {

@@ -112,4 +112,8 @@ FluxConfig FluxConfigFromJson(const std::string& config_json);
 // Throws std::invalid_argument listing the known names.
 FluxConfig FluxConfigByName(const std::string& name);
 
+// `c` as diffusers' config.json would hold it (every key, in diffusers' order, null for an
+// unset out_channels), without `_class_name`.
+std::string FluxConfigToJson(const FluxConfig& c);
+
 }  // namespace weft::models

@@ -67,6 +67,28 @@ std::unique_ptr<nn::Module> CreateModel(const ModelSpec& spec) {
   throw std::invalid_argument("unknown model `" + spec.ToString() + "`; " + kKnown);
 }
 
+std::string PublishedName(const ModelSpec& spec) {
+  if (spec.family == "flux") {
+    if (spec.config == "dev" || spec.config == "schnell") return "flux1-" + spec.config;
+    return "flux-" + spec.config;
+  }
+  if (spec.family == "wan") {
+    if (spec.config == "1.3b" || spec.config == "14b") return "wan2.1-t2v-" + spec.config;
+    return "wan-" + spec.config;
+  }
+  return spec.family + "-" + spec.config;
+}
+
+std::pair<std::string, std::string> DiffusersConfigOf(const nn::Module& model) {
+  if (const auto* flux = dynamic_cast<const FluxTransformer2DModel*>(&model)) {
+    return {flux->type(), FluxConfigToJson(flux->config())};
+  }
+  if (const auto* wan = dynamic_cast<const WanTransformer3DModel*>(&model)) {
+    return {wan->type(), WanConfigToJson(wan->config())};
+  }
+  throw std::invalid_argument("module `" + model.type() + "` is not a built-in model");
+}
+
 std::string FamilyOfClass(const std::string& class_name) {
   if (class_name == "FluxTransformer2DModel") return "flux";
   if (class_name == "WanTransformer3DModel") return "wan";

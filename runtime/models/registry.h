@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/nn/module.h"
@@ -33,6 +34,15 @@ ModelSpec ParseModelSpec(const std::string& text);
 // Builds the model with zero parameters (load weights or randomize them next). Throws
 // std::invalid_argument for an unknown family or config.
 std::unique_ptr<nn::Module> CreateModel(const ModelSpec& spec);
+
+// The name of a built-in config's graph and model config in the data directory
+// (graphs/<name>.graph.json, tools/model_configs/<name>.json): flux:dev -> flux1-dev,
+// flux:schnell -> flux1-schnell, wan:14b -> wan2.1-t2v-14b, flux:tiny -> flux-tiny ...
+std::string PublishedName(const ModelSpec& spec);
+
+// The diffusers class name and config.json (every key, diffusers' order, no `_class_name`) of
+// a model built by CreateModel. Throws std::invalid_argument for another module.
+std::pair<std::string, std::string> DiffusersConfigOf(const nn::Module& model);
 
 // The family of a diffusers class name ("FluxTransformer2DModel" -> "flux"), or "".
 std::string FamilyOfClass(const std::string& class_name);

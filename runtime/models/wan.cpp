@@ -19,7 +19,6 @@ using nn::OutputTensor;
 namespace {
 
 // diffusers' I2V processor assumes exactly this many text tokens after the image tokens.
-constexpr int64_t kWanTextContextLength = 512;
 
 // Wan's real-valued RoPE on x (B, S, H, D) with tables (1, S, 1, D) whose entries repeat for
 // each interleaved (even, odd) pair: even' = e cos - o sin, odd' = e sin + o cos. Computed in
@@ -57,6 +56,9 @@ WanRotaryPosEmbed::WanRotaryPosEmbed(int64_t attention_head_dim, std::vector<int
   if (patch_size_.size() != 3) throw std::invalid_argument("WanRotaryPosEmbed: patch_size needs 3 entries");
   h_dim_ = w_dim_ = 2 * (attention_head_dim / 6);
   t_dim_ = attention_head_dim - h_dim_ - w_dim_;
+  // diffusers precomputes (max_seq_len, head_dim) tables; Forward computes only the rows it uses.
+  DeclareBuffer("freqs_cos", {max_seq_len_, attention_head_dim});
+  DeclareBuffer("freqs_sin", {max_seq_len_, attention_head_dim});
 }
 
 Outputs WanRotaryPosEmbed::Forward(Args& args) {
@@ -87,7 +89,7 @@ Outputs WanRotaryPosEmbed::Forward(Args& args) {
                                -1);
     return table.reshape({1, f * h * w, 1, -1});
   };
-  return {grid(cos_t, cos_h, cos_w), grid(sin_t, sin_h, sin_w)};
+  return {grid(cos_t, cos_h, cos_w).to(buffer_dtype()), grid(sin_t, sin_h, sin_w).to(buffer_dtype())};
 }
 
 WanAttention::WanAttention(int64_t dim, int64_t heads, int64_t head_dim, double eps, int64_t added_kv_proj_dim,
@@ -127,20 +129,27 @@ Outputs WanAttention::Forward(Args& args) {
   }
   const at::Tensor& context = encoder ? *encoder : hidden;
   const int64_t d = head_dim();
-  at::Tensor q = SplitHeads(Call(*Child("norm_q"), Call(*Child("to_q"), hidden)), d);
-  at::Tensor k = SplitHeads(Call(*Child("norm_k"), Call(*Child("to_k"), context)), d);
+  // diffusers' order of calls (projections, then norms; image attention before text), so a
+  // graph dumped from this model traces the calls in the order diffusers makes them.
+  at::Tensor q = Call(*Child("to_q"), hidden);
+  at::Tensor k = Call(*Child("to_k"), context);
   at::Tensor v = SplitHeads(Call(*Child("to_v"), context), d);
+  q = SplitHeads(Call(*Child("norm_q"), q), d);
+  k = SplitHeads(Call(*Child("norm_k"), k), d);
   if (IsSet(args, "rotary_emb")) {
     const std::vector<at::Tensor>& rope = args.Tuple("rotary_emb");
     q = ApplyWanRotary(q, rope.at(0), rope.at(1));
     k = ApplyWanRotary(k, rope.at(0), rope.at(1));
   }
-  at::Tensor out = Attend(q, k, v, args.OptionalTensor("attention_mask")).flatten(2, 3).to(q.scalar_type());
+  std::optional<at::Tensor> out_img;
   if (image && image->size(1) > 0) {
-    at::Tensor k_img = SplitHeads(Call(*Child("norm_added_k"), Call(*Child("add_k_proj"), *image)), d);
+    at::Tensor k_img = Call(*Child("add_k_proj"), *image);
     at::Tensor v_img = SplitHeads(Call(*Child("add_v_proj"), *image), d);
-    out = out + Attend(q, k_img, v_img).flatten(2, 3).to(q.scalar_type());
+    k_img = SplitHeads(Call(*Child("norm_added_k"), k_img), d);
+    out_img = Attend(q, k_img, v_img).flatten(2, 3).to(q.scalar_type());
   }
+  at::Tensor out = Attend(q, k, v, args.OptionalTensor("attention_mask")).flatten(2, 3).to(q.scalar_type());
+  if (out_img) out = out + *out_img;
   auto& to_out = static_cast<nn::ModuleList&>(*Child("to_out"));
   return {Call(to_out[1], Call(to_out[0], out))};
 }
@@ -395,6 +404,29 @@ WanConfig WanConfigFromJson(const std::string& config_json) {
     c.eps = it->get<double>();
   }
   return c;
+}
+
+std::string WanConfigToJson(const WanConfig& c) {
+  using J = nlohmann::ordered_json;
+  auto nullable = [](int64_t v) { return v > 0 ? J(v) : J(); };
+  J j;  // diffusers' __init__ order, every key
+  j["patch_size"] = c.patch_size;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["attention_head_dim"] = c.attention_head_dim;
+  j["in_channels"] = c.in_channels;
+  j["out_channels"] = nullable(c.out_channels);
+  j["text_dim"] = c.text_dim;
+  j["freq_dim"] = c.freq_dim;
+  j["ffn_dim"] = c.ffn_dim;
+  j["num_layers"] = c.num_layers;
+  j["cross_attn_norm"] = c.cross_attn_norm;
+  j["qk_norm"] = c.qk_norm.empty() ? J() : J(c.qk_norm);
+  j["eps"] = c.eps;
+  j["image_dim"] = nullable(c.image_dim);
+  j["added_kv_proj_dim"] = nullable(c.added_kv_proj_dim);
+  j["rope_max_seq_len"] = c.rope_max_seq_len;
+  j["pos_embed_seq_len"] = nullable(c.pos_embed_seq_len);
+  return j.dump();
 }
 
 bool WanKeepsInFp32(const std::string& param_fqn) {

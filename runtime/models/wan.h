@@ -18,6 +18,10 @@
 namespace weft::models {
 
 // The model's config.json fields (diffusers' defaults). 0 stands for diffusers' null.
+// Wan I2V's cross-attention takes the last 512 context tokens as text and those before as the
+// image (diffusers' WanAttnProcessor: image_context_length = length - 512).
+inline constexpr int64_t kWanTextContextLength = 512;
+
 struct WanConfig {
   std::vector<int64_t> patch_size = {1, 2, 2};  // (t, h, w)
   int64_t num_attention_heads = 40;
@@ -172,5 +176,9 @@ void CastWanParameters(nn::Module& model, at::ScalarType dtype);
 // expert), "i2v-14b" (Wan2.1-I2V-14B-480P/720P), "ti2v-5b" (Wan2.2-TI2V-5B). Throws
 // std::invalid_argument listing the known names.
 WanConfig WanConfigByName(const std::string& name);
+
+// `c` as diffusers' config.json would hold it (every key, in diffusers' order, null where
+// unset), without `_class_name`.
+std::string WanConfigToJson(const WanConfig& c);
 
 }  // namespace weft::models

@@ -39,6 +39,9 @@ LayerNorm::LayerNorm(int64_t dim, double eps, bool elementwise_affine)
 
 Outputs LayerNorm::Forward(Args& args) {
   const at::Tensor& x = args.Tensor("input");
+  // LibTorch has no C++ meta kernel for layer_norm (Python registers one); on the meta device
+  // (graph dumps) only the shape matters, and a layer norm keeps shape and dtype.
+  if (x.is_meta()) return {at::empty_like(x)};
   if (affine_) return {at::layer_norm(x, {dim_}, Parameter("weight"), Parameter("bias"), eps_)};
   return {at::layer_norm(x, {dim_}, {}, {}, eps_)};
 }

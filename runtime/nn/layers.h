@@ -27,8 +27,13 @@ class Linear : public Module {
   // Stops forward from adding the bias and returns it (a rowwise tensor-parallel layer adds
   // it once, after the all-reduce of the partial products). The parameter stays registered.
   at::Tensor DetachBias();
+  // A weight that fuses several blocks along its input dim (Flux's single-block proj_out reads
+  // [attention, mlp]), as diffusers declares in `_tp_packed_row_blocks`; recorded for graphs.
+  void SetPackedRowBlocks(std::vector<int64_t> blocks) { packed_row_blocks_ = std::move(blocks); }
+  const std::vector<int64_t>& packed_row_blocks() const { return packed_row_blocks_; }
 
  private:
+  std::vector<int64_t> packed_row_blocks_;
   int64_t in_features_;
   int64_t out_features_;
   bool has_bias_;

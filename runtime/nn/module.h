@@ -109,6 +109,18 @@ class Module {
   // registration order, depth first.
   std::vector<std::pair<std::string, at::Tensor*>> NamedParameters();
 
+  // Declares a buffer diffusers registers on this module (Wan's RoPE tables): derived from the
+  // config, never in a checkpoint, so weft computes the values where it needs them instead of
+  // holding them. The declaration keeps the model's graph (`weft-run --dump-graph`) listing the
+  // same tensors as diffusers'.
+  void DeclareBuffer(const std::string& name, std::vector<int64_t> shape);
+  const std::vector<std::pair<std::string, std::vector<int64_t>>>& declared_buffers() const { return buffers_; }
+  // The dtype of the declared buffers: fp32, as diffusers computes them and as
+  // from_pretrained(torch_dtype=...) leaves them; CastBuffers mirrors torch's module.to(dtype),
+  // which casts buffers too (tools/export_graph.py does that).
+  void CastBuffers(at::ScalarType dtype) { buffer_dtype_ = dtype; }
+  at::ScalarType buffer_dtype() const { return buffer_dtype_; }
+
   void AddHook(std::shared_ptr<Hook> hook) { hooks_.push_back(std::move(hook)); }
   void ClearHooks() { hooks_.clear(); }
   const std::vector<std::shared_ptr<Hook>>& hooks() const { return hooks_; }
@@ -125,6 +137,8 @@ class Module {
   std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;
   // A deque, so the slots that AddParameter returns stay valid as more are added.
   std::deque<std::pair<std::string, at::Tensor>> parameters_;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> buffers_;
+  at::ScalarType buffer_dtype_ = at::kFloat;
   std::vector<std::shared_ptr<Hook>> hooks_;
 };
 

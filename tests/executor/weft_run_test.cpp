@@ -100,6 +100,32 @@ TEST(WeftRunJob, CompiledPlanFromWeftCompileRuns) {
   EXPECT_NE(s.output.find("check passed"), std::string::npos) << s.output;
 }
 
+// --dump-graph prints the model's graph; the compiler checks a plan against it like against a
+// committed one (tests/executor/graph_dump_test.cpp compares the two in full).
+TEST(WeftRunJob, DumpedGraphChecksThePlan) {
+  const std::string graph = Temp("flux_tiny_dumped.graph.json");
+  Shell d = Sh(kWeftRun + " --model flux:tiny --dump-graph > " + graph);
+  ASSERT_EQ(d.status, 0) << d.output;
+  Shell c = Sh(kWeft + " check " + kSource + "/plans/flux.weft --graph " + graph + " --mesh ring=2,ulysses=2");
+  EXPECT_EQ(c.status, 0) << c.output;
+  Shell missing = Sh(kWeftRun + " --model wan:small --dump-graph");
+  EXPECT_EQ(missing.status, 2) << missing.output;
+  EXPECT_NE(missing.output.find("no tools/model_configs entry (the workloads to trace) for wan:small"),
+            std::string::npos) << missing.output;
+}
+
+// A plan compiled against another model's graph (same class, other config) is refused before
+// anything runs: the executor hashes the model's own graph and compares.
+TEST(WeftRunJob, PlanCompiledForAnotherConfigIsRefused) {
+  const std::string compiled = Temp("flux_dev_u2.json");
+  ASSERT_EQ(Sh(kWeft + " compile " + kSource + "/plans/flux.weft --graph " + kSource +
+               "/graphs/flux1-dev.graph.json --workload 1024x1024 --mesh ulysses=2 -o " + compiled).status, 0);
+  Shell s = Sh(kWeftRun + " --compiled " + compiled + " --model flux:tiny --nproc 2 --mesh ulysses=2");
+  EXPECT_EQ(s.status, 1) << s.output;
+  EXPECT_NE(s.output.find("the plan was compiled against graph sha256:"), std::string::npos) << s.output;
+  EXPECT_NE(s.output.find("(recompile the plan for this model and config)"), std::string::npos) << s.output;
+}
+
 TEST(WeftRunJob, MeshOtherThanTheCompiledOneIsRefused) {
   const std::string compiled = Temp("flux_tiny_u2.json");
   ASSERT_EQ(Sh(kWeft + " compile " + kSource + "/plans/flux.weft --graph " + kSource +
