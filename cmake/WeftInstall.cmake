@@ -25,3 +25,7 @@ install(TARGETS weft RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(TARGET weft-run)
   install(TARGETS weft-run RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
+# The data weft-run reads from <prefix>/share/weft (executor/plan_loader.h DataDir): plans, graphs
+# and the model configs --dump-graph traces at.
+install(DIRECTORY plans graphs DESTINATION ${CMAKE_INSTALL_DATADIR}/weft)
+install(DIRECTORY tools/model_configs DESTINATION ${CMAKE_INSTALL_DATADIR}/weft/tools)
