@@ -243,14 +243,20 @@ def main():
     print()
     print(f"Flux small (2+4 blocks, hidden 512), 1024+256 tokens, fp32, CPU/gloo; median of {args.repeat} x "
           f"{args.iters} iterations (each run after {args.warmup} warm-up; weft/diffusers alternating); {cores} cores")
-    head = ["mesh", "ranks", "thr/rank", "weft ms", "diffusers ms", "weft/diffusers", "max|weft-diffCP|",
-            "max|weft-diff1|", "weft per-run", "diffusers per-run"]
+    # The best iteration of each side as well: on a shared machine a neighbour's load lands on
+    # random iterations and moves medians by +-10% between runs; the minimum is what each side
+    # costs when nothing interferes.
+    head = ["mesh", "ranks", "thr/rank", "weft ms", "diffusers ms", "weft/diffusers", "weft min", "diffusers min",
+            "min ratio", "max|weft-diffCP|", "max|weft-diff1|", "weft per-run", "diffusers per-run"]
     table = []
     for r in rows:
         w, d = r.get("weft_ms"), r.get("diffusers_ms")
         ratio = f"{w / d:.2f}" if (w is not None and d) else "-"
+        wmin = min(r["weft_samples"]) if r["weft_samples"] else None
+        dmin = min(r["diffusers_samples"]) if r["diffusers_samples"] else None
+        min_ratio = f"{wmin / dmin:.2f}" if (wmin is not None and dmin) else "-"
         table.append([r["mesh"], str(r["ranks"]), str(r["threads_per_rank"]), fmt(w),
-                      fmt(d) if d is not None else "n/a (error)", ratio,
+                      fmt(d) if d is not None else "n/a (error)", ratio, fmt(wmin), fmt(dmin), min_ratio,
                       fmt(r["diff_cp"], "{:.2e}"), fmt(r["diff_ref"], "{:.2e}"),
                       "/".join(f"{x:.0f}" for x in r["weft_medians"]) or "-",
                       "/".join(f"{x:.0f}" for x in r["diffusers_medians"]) or "-"])

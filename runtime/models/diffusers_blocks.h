@@ -32,6 +32,10 @@ std::pair<at::Tensor, at::Tensor> RotaryTables(int64_t dim, const at::Tensor& po
 // Rotates x (B, S, H, D) by tables (S, D) along the sequence dim 1, interleaved pairs.
 at::Tensor ApplyRotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 
+// Rotates the pairs (x[..., 2i], x[..., 2i+1]) of x (..., D) by the angles whose cosines and
+// sines are cos_half/sin_half (broadcastable to (..., D/2)); computed in fp32, returned in x's dtype.
+at::Tensor RotatePairs(const at::Tensor& x, const at::Tensor& cos_half, const at::Tensor& sin_half);
+
 // Timesteps: no parameters; (N,) -> (N, num_channels).
 class Timesteps : public nn::Module {
  public:

@@ -16,8 +16,14 @@ using nn::OutputTensor;
 
 namespace {
 
+// shift + normed * (1 + scale), one pass over the activations (addcmul).
 at::Tensor Modulate(const at::Tensor& normed, const at::Tensor& scale, const at::Tensor& shift) {
-  return normed * (1 + scale.unsqueeze(1)) + shift.unsqueeze(1);
+  return at::addcmul(shift.unsqueeze(1), normed, 1 + scale.unsqueeze(1));
+}
+
+// residual + gate * update, one pass (addcmul).
+at::Tensor GatedAdd(const at::Tensor& residual, const at::Tensor& gate, const at::Tensor& update) {
+  return at::addcmul(residual, gate.unsqueeze(1), update);
 }
 
 }  // namespace
@@ -112,13 +118,13 @@ Outputs FluxTransformerBlock::Forward(Args& args) {
   const Module& norm1 = *Child("norm1");
   const Module& norm1c = *Child("norm1_context");
 
-  hidden = hidden + t(n, 1, norm1).unsqueeze(1) * t(attn_out, 0, attn);
+  hidden = GatedAdd(hidden, t(n, 1, norm1), t(attn_out, 0, attn));
   at::Tensor normed = Modulate(Call(*Child("norm2"), hidden), t(n, 3, norm1), t(n, 2, norm1));
-  hidden = hidden + t(n, 4, norm1).unsqueeze(1) * Call(*Child("ff"), normed);
+  hidden = GatedAdd(hidden, t(n, 4, norm1), Call(*Child("ff"), normed));
 
-  encoder = encoder + t(c, 1, norm1c).unsqueeze(1) * t(attn_out, 1, attn);
+  encoder = GatedAdd(encoder, t(c, 1, norm1c), t(attn_out, 1, attn));
   at::Tensor normed_c = Modulate(Call(*Child("norm2_context"), encoder), t(c, 3, norm1c), t(c, 2, norm1c));
-  encoder = encoder + t(c, 4, norm1c).unsqueeze(1) * Call(*Child("ff_context"), normed_c);
+  encoder = GatedAdd(encoder, t(c, 4, norm1c), Call(*Child("ff_context"), normed_c));
   if (encoder.scalar_type() == at::kHalf) encoder = encoder.clip(-65504, 65504);
   return {encoder, hidden};
 }
@@ -147,7 +153,7 @@ Outputs FluxSingleTransformerBlock::Forward(Args& args) {
   Module& attn = *Child("attn");
   at::Tensor attn_out = OutputTensor(Call(attn, std::move(attn_args)), 0, attn);
   hidden = at::cat({attn_out, mlp}, 2);
-  hidden = residual + OutputTensor(n, 1, *Child("norm")).unsqueeze(1) * Call(*Child("proj_out"), hidden);
+  hidden = GatedAdd(residual, OutputTensor(n, 1, *Child("norm")), Call(*Child("proj_out"), hidden));
   if (hidden.scalar_type() == at::kHalf) hidden = hidden.clip(-65504, 65504);
   return {hidden.narrow(1, 0, text), hidden.narrow(1, text, hidden.size(1) - text)};
 }

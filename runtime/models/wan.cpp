@@ -24,13 +24,8 @@ namespace {
 // each interleaved (even, odd) pair: even' = e cos - o sin, odd' = e sin + o cos. Computed in
 // the promoted dtype (fp32 tables), cast back to x's dtype, as diffusers.
 at::Tensor ApplyWanRotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  at::Tensor pairs = x.unflatten(-1, {-1, 2});
-  at::Tensor even = pairs.select(-1, 0);
-  at::Tensor odd = pairs.select(-1, 1);
-  at::Tensor c = cos.slice(-1, 0, cos.size(-1), 2);
-  at::Tensor s = sin.slice(-1, 1, sin.size(-1), 2);
-  at::Tensor out = at::stack({even * c - odd * s, even * s + odd * c}, -1).flatten(-2);
-  return out.to(x.scalar_type());
+  // diffusers' Wan reads the pair's cosine at the even and its sine at the odd position.
+  return RotatePairs(x, cos.slice(-1, 0, cos.size(-1), 2), sin.slice(-1, 1, sin.size(-1), 2));
 }
 
 bool IsSet(const Args& args, const std::string& name) {
