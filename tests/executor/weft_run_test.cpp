@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -33,6 +34,19 @@ Shell Sh(const std::string& command) {
 }
 
 std::string Temp(const std::string& name) { return ::testing::TempDir() + "/weft_run_test_" + name; }
+
+// `weft compile plans/flux.weft` against graphs/<graph>.graph.json; returns the compiled file.
+std::string CompileFluxPlan(const std::string& graph, const std::string& workload, const std::string& flags) {
+  std::string name = graph + "_" + workload + flags;
+  for (char& ch : name) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  const std::string compiled = Temp(name + ".json");
+  Shell c = Sh(kWeft + " compile " + kSource + "/plans/flux.weft --graph " + kSource + "/graphs/" + graph +
+               ".graph.json --workload " + workload + " " + flags + " -o " + compiled);
+  EXPECT_EQ(c.status, 0) << c.output;
+  return compiled;
+}
 
 // Writes a safetensors file of zero-filled F32 tensors by hand (this test links no torch).
 void WriteZeros(const std::string& path, const std::vector<std::pair<std::string, std::vector<int64_t>>>& tensors) {
@@ -91,10 +105,7 @@ TEST(WeftRunJob, JsonReportHasLatencyCollectivesAndMemory) {
 }
 
 TEST(WeftRunJob, CompiledPlanFromWeftCompileRuns) {
-  const std::string compiled = Temp("flux_tiny_ring2.json");
-  Shell c = Sh(kWeft + " compile " + kSource + "/plans/flux.weft --graph " + kSource +
-               "/graphs/flux-tiny.graph.json --workload 128x128 --mesh ring=2 --rotate p2p -o " + compiled);
-  ASSERT_EQ(c.status, 0) << c.output;
+  const std::string compiled = CompileFluxPlan("flux-tiny", "128x128", "--mesh ring=2 --rotate p2p");
   Shell s = Sh(kWeftRun + " --compiled " + compiled + " --nproc 2 --mesh ring=2 --check");
   EXPECT_EQ(s.status, 0) << s.output;
   EXPECT_NE(s.output.find("check passed"), std::string::npos) << s.output;
@@ -117,9 +128,7 @@ TEST(WeftRunJob, DumpedGraphChecksThePlan) {
 // A plan compiled against another model's graph (same class, other config) is refused before
 // anything runs: the executor hashes the model's own graph and compares.
 TEST(WeftRunJob, PlanCompiledForAnotherConfigIsRefused) {
-  const std::string compiled = Temp("flux_dev_u2.json");
-  ASSERT_EQ(Sh(kWeft + " compile " + kSource + "/plans/flux.weft --graph " + kSource +
-               "/graphs/flux1-dev.graph.json --workload 1024x1024 --mesh ulysses=2 -o " + compiled).status, 0);
+  const std::string compiled = CompileFluxPlan("flux1-dev", "1024x1024", "--mesh ulysses=2");
   Shell s = Sh(kWeftRun + " --compiled " + compiled + " --model flux:tiny --nproc 2 --mesh ulysses=2");
   EXPECT_EQ(s.status, 1) << s.output;
   EXPECT_NE(s.output.find("the plan was compiled against graph sha256:"), std::string::npos) << s.output;
@@ -127,9 +136,7 @@ TEST(WeftRunJob, PlanCompiledForAnotherConfigIsRefused) {
 }
 
 TEST(WeftRunJob, MeshOtherThanTheCompiledOneIsRefused) {
-  const std::string compiled = Temp("flux_tiny_u2.json");
-  ASSERT_EQ(Sh(kWeft + " compile " + kSource + "/plans/flux.weft --graph " + kSource +
-               "/graphs/flux-tiny.graph.json --workload 128x128 --mesh ulysses=2 -o " + compiled).status, 0);
+  const std::string compiled = CompileFluxPlan("flux-tiny", "128x128", "--mesh ulysses=2");
   Shell s = Sh(kWeftRun + " --compiled " + compiled + " --nproc 2 --mesh ring=2");
   EXPECT_EQ(s.status, 1) << s.output;
   EXPECT_NE(s.output.find("the plan was compiled for mesh ulysses=2 but this job runs on ring=2,ulysses=1,tp=1"),
