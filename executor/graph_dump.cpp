@@ -382,6 +382,31 @@ model::ModelGraph DumpModelGraph(const models::ModelSpec& spec, const std::strin
                          file.value("source", std::string()));
 }
 
+model::ModelGraph DumpModelGraphForRun(const models::ModelSpec& spec, const std::string& data_dir) {
+  const std::string file = ModelConfigFileFor(spec, data_dir);
+  if (!file.empty()) return DumpModelGraph(spec, file);
+  // The model's example-input size (runtime/models/registry.h DefaultWorkload), in the pixels,
+  // frames and text tokens a model config's workloads name.
+  std::unique_ptr<nn::Module> model = models::CreateModel(spec);
+  const Json config = Json::parse(models::DiffusersConfigOf(*model).second);
+  const models::Workload d = models::DefaultWorkload(*model);
+  Json w;
+  if (spec.family == "flux") {  // one token per 16x16 pixels
+    w = {{"name", std::to_string(d.width * 16) + "x" + std::to_string(d.height * 16)},
+         {"height", d.height * 16}, {"width", d.width * 16}, {"text_len", d.text}};
+  } else {  // Wan: 8x spatial, 4x temporal VAE (first frame kept)
+    const int64_t frames = (d.frames - 1) * 4 + 1;
+    w = {{"name", std::to_string(d.width * 8) + "x" + std::to_string(d.height * 8) + "x" + std::to_string(frames)},
+         {"width", d.width * 8}, {"height", d.height * 8}, {"frames", frames}, {"text_len", d.text}};
+    if (config["image_dim"].is_number_integer()) {
+      w["text_len"] = models::kWanTextContextLength;  // I2V reads the last 512 context tokens as text
+      w["image_len"] = 257;
+    }
+  }
+  return BuildModelGraph(*model, Json::array({w}), models::PublishedName(spec),
+                         "traced by weft-run from the model " + spec.ToString());
+}
+
 std::string ModelGraphHash(const models::ModelSpec& spec) {
   std::unique_ptr<nn::Module> model = models::CreateModel(spec);
   const Json config = Json::parse(models::DiffusersConfigOf(*model).second);

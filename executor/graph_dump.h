@@ -26,6 +26,12 @@ model::ModelGraph DumpModelGraph(const models::ModelSpec& spec, const std::strin
 // model records, so Install can refuse a plan compiled against another model's graph.
 std::string ModelGraphHash(const models::ModelSpec& spec);
 
+// The graph of `spec` when no committed graph describes it (a checkpoint of an unpublished
+// config): its tools/model_configs file when there is one, else traced at the model's
+// example-input size (models::DefaultWorkload: Flux 1024x1024 with 512 text tokens and Wan
+// 832x480x81 for real widths, smaller for small ones).
+model::ModelGraph DumpModelGraphForRun(const models::ModelSpec& spec, const std::string& data_dir);
+
 // tools/model_configs/<PublishedName(spec)>.json in `data_dir`, or "" when there is none.
 std::string ModelConfigFileFor(const models::ModelSpec& spec, const std::string& data_dir);
 

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "compiler/model/graph_json.h"
+#include "executor/graph_dump.h"
 #include "runtime/io/diffusers_dir.h"
 #include "runtime/io/safetensors.h"
 
@@ -48,9 +49,7 @@ ModelDir ReadModelDir(const std::string& dir) {
 }
 
 std::string GraphFileMatching(const models::ModelSpec& spec, const std::string& data_dir) {
-  std::unique_ptr<nn::Module> model = models::CreateModel(spec);
-  std::map<std::string, std::vector<int64_t>> shapes;
-  for (auto& [name, tensor] : model->NamedParameters()) shapes[name] = tensor->sizes().vec();
+  const std::string hash = ModelGraphHash(spec);
   std::vector<fs::path> candidates;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(data_dir + "/graphs", ec)) {
@@ -62,14 +61,7 @@ std::string GraphFileMatching(const models::ModelSpec& spec, const std::string& 
   std::sort(candidates.begin(), candidates.end());
   for (const fs::path& path : candidates) {
     model::GraphReadResult read = model::ReadGraphFile(path.string());
-    if (!read.graph || read.graph->class_name != model->type()) continue;
-    std::map<std::string, std::vector<int64_t>> graph_shapes;
-    for (const model::Module& m : read.graph->modules) {
-      for (const model::Param& p : m.params) {
-        if (!p.buffer) graph_shapes[m.path.empty() ? p.name : m.path + "." + p.name] = p.shape;
-      }
-    }
-    if (graph_shapes == shapes) return path.string();
+    if (read.graph && read.graph->Hash() == hash) return path.string();
   }
   return "";
 }

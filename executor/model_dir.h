@@ -20,8 +20,8 @@ struct ModelDir {
 // config.json, an unsupported class, an index naming a shard that does not exist, no weights).
 ModelDir ReadModelDir(const std::string& dir);
 
-// The graph in `data_dir`/graphs whose class and every parameter path and shape equal those
-// of the model `spec` builds; "" when none does.
+// The graph in `data_dir`/graphs whose structure hash equals that of the model `spec` builds
+// (same class, config, modules, parameters, signatures and attention sites); "" when none does.
 std::string GraphFileMatching(const models::ModelSpec& spec, const std::string& data_dir);
 
 }  // namespace weft::exec

@@ -60,7 +60,12 @@ LoadedPlan LoadPlan(const PlanRequest& request) {
     loaded.hash = plan::PlanContentHash(loaded.plan);
     return loaded;
   }
-  model::GraphReadResult graph = model::ReadGraphFile(request.graph_file);
+  model::GraphReadResult graph;
+  if (request.graph) {
+    graph.graph = *request.graph;
+  } else {
+    graph = model::ReadGraphFile(request.graph_file);
+  }
   if (!graph.graph) {
     std::string message = "cannot use graph `" + request.graph_file + "`:";
     for (const model::GraphError& e : graph.errors) message += "\n  " + model::FormatGraphError(request.graph_file, e);
@@ -71,7 +76,7 @@ LoadedPlan LoadPlan(const PlanRequest& request) {
   if (workload == nullptr) {
     std::string names;
     for (const model::Workload& w : graph.graph->workloads) names += (names.empty() ? "`" : ", `") + w.name + "`";
-    throw std::runtime_error("graph `" + request.graph_file + "` has no workload `" + request.workload + "`; it has " + names);
+    throw std::runtime_error("graph `" + graph.graph->name + "` has no workload `" + request.workload + "`; it has " + names);
   }
   loaded.graph_workload = *workload;
 

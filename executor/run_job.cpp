@@ -163,6 +163,8 @@ JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const 
         {"model", options.model.ToString()},
         {"plan", plan.plan_name},
         {"mesh", plan.mesh.ToString()},
+        {"graph", plan.graph_name},
+        {"workload", plan.workload.name},
         {"world_size", ctx.world_size()},
         {"dtype", c10::toString(options.dtype)},
         {"installed", {{"splits", installed.split_hooks}, {"gathers", installed.gather_hooks},

@@ -123,8 +123,9 @@ exec::LoadedPlan LoadJobPlan(const RunOptions& o, const models::ModelSpec& spec,
     request.graph_file = o.model_dir.empty() ? exec::GraphFileFor(spec, data) : exec::GraphFileMatching(spec, data);
   }
   if (o.compiled.empty() && request.graph_file.empty()) {
-    throw std::runtime_error("no graph for model " + spec.ToString() + " in " + data +
-                             "/graphs; pass one with --graph (tools/export_graph.py makes them)");
+    // No committed graph describes this model (e.g. a checkpoint of an unpublished config):
+    // compile against the graph traced from the model itself, as --dump-graph prints it.
+    request.graph = exec::DumpModelGraphForRun(spec, data);
   }
   request.workload = o.workload;
   for (dist::Axis axis : shape.order) {
@@ -276,7 +277,8 @@ int main(int argc, char** argv) {
   app.add_option("--model-dir", o.model_dir, "A diffusers save_pretrained directory (config.json + *.safetensors, "
                                              "sharded index files too): the model, its weights, its graph")
       ->check(CLI::ExistingDirectory);
-  app.add_option("--graph", o.graph, "The model's graph (weft.graph/1; default: graphs/ for built-in configs)")
+  app.add_option("--graph", o.graph, "The model's graph (weft.graph/1; default: the one in graphs/ with the model's structure "
+                                     "hash, else the graph traced from the model as --dump-graph prints it)")
       ->check(CLI::ExistingFile);
   app.add_option("--workload", o.workload, "Graph workload to compile for and size the inputs by (default: the "
                                            "graph's first)");

@@ -130,6 +130,27 @@ Workload ParseWorkload(const std::string& text) {
   return w;
 }
 
+Workload DefaultWorkload(const nn::Module& model) {
+  Workload w;
+  if (const auto* flux = dynamic_cast<const FluxTransformer2DModel*>(&model)) {
+    const int64_t inner = flux->config().inner_dim();
+    const bool tiny = inner <= 64, real = inner >= 3072;
+    w.height = w.width = tiny ? 8 : real ? 64 : 32;
+    w.text = tiny ? 16 : real ? 512 : 256;
+    return w;
+  }
+  if (const auto* wan = dynamic_cast<const WanTransformer3DModel*>(&model)) {
+    const int64_t inner = wan->config().inner_dim();
+    const bool tiny = inner <= 64, real = inner >= 1536;
+    w.frames = tiny ? 2 : real ? 21 : 3;
+    w.height = tiny ? 8 : real ? 60 : 32;
+    w.width = tiny ? 8 : real ? 104 : 32;
+    w.text = tiny ? 8 : real ? 512 : 128;
+    return w;
+  }
+  throw std::invalid_argument("no default workload for " + model.type());
+}
+
 std::vector<std::pair<std::string, at::Tensor>> ExampleInputs(const nn::Module& model, const Workload& workload,
                                                               uint64_t seed) {
   at::Generator gen = at::detail::createCPUGenerator(seed);
@@ -137,11 +158,10 @@ std::vector<std::pair<std::string, at::Tensor>> ExampleInputs(const nn::Module& 
   const int64_t b = workload.batch;
   if (const auto* flux = dynamic_cast<const FluxTransformer2DModel*>(&model)) {
     const FluxConfig& c = flux->config();
-    const bool tiny = c.inner_dim() <= 64;
-    const bool real = c.inner_dim() >= 3072;
-    const int64_t h = Or(workload.height, tiny ? 8 : real ? 64 : 32);
-    const int64_t w = Or(workload.width, tiny ? 8 : real ? 64 : 32);
-    const int64_t text = Or(workload.text, tiny ? 16 : real ? 512 : 256);
+    const Workload d = DefaultWorkload(model);
+    const int64_t h = Or(workload.height, d.height);
+    const int64_t w = Or(workload.width, d.width);
+    const int64_t text = Or(workload.text, d.text);
     at::Tensor rows = at::arange(h, at::kFloat).unsqueeze(1).expand({h, w});
     at::Tensor cols = at::arange(w, at::kFloat).unsqueeze(0).expand({h, w});
     at::Tensor img_ids = at::stack({at::zeros({h, w}), rows, cols}, -1).reshape({h * w, 3});
@@ -158,12 +178,11 @@ std::vector<std::pair<std::string, at::Tensor>> ExampleInputs(const nn::Module& 
   }
   if (const auto* wan = dynamic_cast<const WanTransformer3DModel*>(&model)) {
     const WanConfig& c = wan->config();
-    const bool tiny = c.inner_dim() <= 64;
-    const bool real = c.inner_dim() >= 1536;
-    const int64_t f = Or(workload.frames, tiny ? 2 : real ? 21 : 3);
-    const int64_t h = Or(workload.height, tiny ? 8 : real ? 60 : 32);
-    const int64_t w = Or(workload.width, tiny ? 8 : real ? 104 : 32);
-    const int64_t text = Or(workload.text, tiny ? 8 : real ? 512 : 128);
+    const Workload d = DefaultWorkload(model);
+    const int64_t f = Or(workload.frames, d.frames);
+    const int64_t h = Or(workload.height, d.height);
+    const int64_t w = Or(workload.width, d.width);
+    const int64_t text = Or(workload.text, d.text);
     std::vector<std::pair<std::string, at::Tensor>> inputs = {
         {"hidden_states", randn({b, c.in_channels, f, h, w})},
         {"timestep", at::linspace(100, 900, b)},

@@ -59,6 +59,10 @@ struct Workload {
   std::string ToString() const;
 };
 
+// The example-input sizes of `model` when none are given (see Workload). Throws
+// std::invalid_argument for a model type without an input recipe.
+Workload DefaultWorkload(const nn::Module& model);
+
 // Parses "batch=2,height=32,width=32,text=256,frames=3" (any subset). Throws
 // std::invalid_argument on an unknown key or a non-positive value.
 Workload ParseWorkload(const std::string& text);

@@ -169,6 +169,22 @@ TEST(WeftRunJob, DiffusersModelDirWithShardedCheckpoint) {
   EXPECT_TRUE(std::ifstream(out).good());
 }
 
+// A checkpoint no committed graph describes (here: a data directory without graphs/) still
+// runs: weft-run compiles the plan against the graph traced from the model itself.
+TEST(WeftRunJob, ModelDirWithoutACommittedGraphUsesTheModelsOwnGraph) {
+  const std::string data = Temp("data_without_graphs");
+  ASSERT_EQ(Sh("rm -rf " + data + " && mkdir -p " + data + "/plans && cp " + kSource + "/plans/flux.weft " + data +
+               "/plans/").status, 0);
+  Shell s = Sh("WEFT_DATA_DIR=" + data + " " + kWeftRun + " --model-dir " + kSource +
+               "/tests/fixtures/flux_tiny/model --nproc 2 --mesh ulysses=2 --check --report json");
+  EXPECT_EQ(s.status, 0) << s.output;
+  EXPECT_NE(s.output.find("check passed"), std::string::npos) << s.output;
+  // The graph traced from the model (named after it) at the model's example-input size: a tiny
+  // Flux takes 8x8 latent tokens, 128x128 pixels.
+  EXPECT_NE(s.output.find("\"graph\": \"flux-model\""), std::string::npos) << s.output;
+  EXPECT_NE(s.output.find("\"workload\": \"128x128\""), std::string::npos) << s.output;
+}
+
 TEST(WeftRunJob, ModelDirWithoutConfigIsAClearError) {
   Shell s = Sh(kWeftRun + " --model-dir " + kSource + "/tests/fixtures --nproc 2 --mesh ulysses=2");
   EXPECT_EQ(s.status, 2) << s.output;
