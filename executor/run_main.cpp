@@ -207,6 +207,44 @@ int DumpGraph(const RunOptions& o) {
   return 0;
 }
 
+// What this machine can still give (MemAvailable of /proc/meminfo), in bytes; 0 when unknown.
+int64_t AvailableMemoryBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+std::string Gb(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GB", bytes / 1e9);
+  return buf;
+}
+
+// A local job whose parameters alone exceed this machine's memory is killed by the OOM killer
+// after minutes of loading; refuse it up front instead. The bound is a lower one -- per rank
+// the parameters divided by tp, plus a whole unsharded copy with --check (the reference) -- so a
+// job refused here could not have fitted. Returns the reason, or "" when the job may fit.
+std::string MemoryRefusal(const RunOptions& o, const models::ModelSpec& spec, const dist::MeshShape& shape, int nproc) {
+  if (o.device != "cpu") return "";  // parameters live in device memory, not this host's
+  const int64_t available = AvailableMemoryBytes();
+  if (available <= 0) return "";
+  int64_t params = 0;
+  for (const auto& [name, tensor] : models::CreateModel(spec)->NamedParameters()) params += tensor->numel();
+  const int64_t element = o.dtype == "bf16" ? 2 : 4;
+  const double per_rank = static_cast<double>(params) * element * (1.0 / shape.tp + (o.check ? 1.0 : 0.0));
+  if (per_rank * nproc <= static_cast<double>(available)) return "";
+  return spec.ToString() + " needs at least " + Gb(per_rank * nproc) + " for its parameters on " + std::to_string(nproc) +
+         " local rank(s) (" + std::to_string(params) + " parameters in " + o.dtype + ", divided by tp=" +
+         std::to_string(shape.tp) + (o.check ? ", plus an unsharded copy for --check" : "") +
+         ") but this machine has " + Gb(static_cast<double>(available)) +
+         " available; use --dtype bf16, a larger tp, or fewer ranks per machine";
+}
+
 // Launcher mode: re-execute ourselves on nproc local ranks.
 int RunLauncher(const RunOptions& o, int argc, char** argv) {
   // Bad arguments are reported once, here, rather than by every rank.
@@ -225,6 +263,12 @@ int RunLauncher(const RunOptions& o, int argc, char** argv) {
     std::cerr << "weft-run: --mesh " << shape.ToString() << " has " << shape.WorldSize()
               << " ranks but --nproc is " << nproc << "\n";
     return 2;
+  }
+  if (!o.smoke) {
+    if (const std::string refusal = MemoryRefusal(o, ResolveModel(o).spec, shape, nproc); !refusal.empty()) {
+      std::cerr << "weft-run: " << refusal << "\n";
+      return 2;
+    }
   }
   dist::LaunchOptions lo;
   lo.nproc = nproc;

@@ -185,6 +185,17 @@ TEST(WeftRunJob, ModelDirWithoutACommittedGraphUsesTheModelsOwnGraph) {
   EXPECT_NE(s.output.find("\"workload\": \"128x128\""), std::string::npos) << s.output;
 }
 
+// A job whose parameters cannot fit in this machine's memory is refused before any rank starts,
+// with the numbers, instead of being killed by the OOM killer minutes into loading.
+TEST(WeftRunJob, JobThatCannotFitInMemoryIsRefusedUpFront) {
+  // Wan 14B in fp32 on 8 local ranks: 8 x 57 GB of parameters.
+  Shell s = Sh(kWeftRun + " --model wan:14b --nproc 8 --mesh ulysses=8");
+  EXPECT_EQ(s.status, 2) << s.output;
+  EXPECT_NE(s.output.find("weft-run: wan:14b needs at least 457.2 GB for its parameters on 8 local rank(s) "
+                          "(14288491584 parameters in fp32, divided by tp=1) but this machine has "),
+            std::string::npos) << s.output;
+}
+
 TEST(WeftRunJob, ModelDirWithoutConfigIsAClearError) {
   Shell s = Sh(kWeftRun + " --model-dir " + kSource + "/tests/fixtures --nproc 2 --mesh ulysses=2");
   EXPECT_EQ(s.status, 2) << s.output;
