@@ -97,7 +97,10 @@ JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const 
   install.weights_already_sharded = streamed;
   InstalledPlan installed = Install(plan, model, ctx, install);
   Tracer tracer(ctx.rank());
-  if (!options.trace.empty()) tracer.Attach(model, 2);
+  if (!options.trace.empty()) {
+    tracer.Attach(model, 2);
+    tracer.AttachCollectives(ctx);
+  }
 
   JobResult result;
   at::Tensor output;
@@ -114,6 +117,7 @@ JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const 
       std::fprintf(stderr, "weft-run: iteration %d/%d: %.2f ms\n", i + 1, options.iters, result.latencies_ms.back());
     }
   }
+  if (!options.trace.empty()) tracer.DetachCollectives(ctx);
   if (!options.trace.empty()) tracer.Write(options.trace + ".rank" + std::to_string(ctx.rank()) + ".json");
   if (leader && !options.output.empty()) io::WriteSafetensors(options.output, {{"output", output}});
 

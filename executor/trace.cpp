@@ -38,12 +38,25 @@ void Tracer::Attach(nn::Module& model, int max_depth) {
   });
 }
 
+void Tracer::AttachCollectives(dist::DistContext& ctx) {
+  ctx.SetCollectiveObserver([this](dist::Axis axis, const char* op, std::chrono::steady_clock::time_point start,
+                                   std::chrono::steady_clock::time_point end) {
+    const double start_us = std::chrono::duration<double, std::micro>(start - start_).count();
+    events_.push_back({std::string(dist::AxisName(axis)) + " " + op, "collective", start_us,
+                       std::chrono::duration<double, std::micro>(end - start).count(), 1});
+  });
+}
+
+void Tracer::DetachCollectives(dist::DistContext& ctx) { ctx.SetCollectiveObserver({}); }
+
 void Tracer::Write(const std::string& path) const {
   nlohmann::json events = nlohmann::json::array();
   for (const Event& e : events_) {
     events.push_back({{"name", e.name}, {"cat", e.type}, {"ph", "X"}, {"ts", e.start_us}, {"dur", e.duration_us},
-                      {"pid", rank_}, {"tid", 0}});
+                      {"pid", rank_}, {"tid", e.track}});
   }
+  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", 0}, {"args", {{"name", "modules"}}}});
+  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", 1}, {"args", {{"name", "collectives"}}}});
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank_}, {"args", {{"name", "rank " + std::to_string(rank_)}}}});
   std::ofstream out(path);
   out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";

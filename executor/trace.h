@@ -1,13 +1,15 @@
 #pragma once
 
 // Chrome trace events (chrome://tracing, Perfetto) of module calls on one rank: a hook on
-// every module down to a depth records the wall time of each call.
+// every module down to a depth records the wall time of each call; with AttachCollectives every
+// collective (axis, op, wall time including the wait for peers) lands on a second track.
 
 #include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "runtime/dist/dist_context.h"
 #include "runtime/nn/module.h"
 
 namespace weft::exec {
@@ -18,6 +20,9 @@ class Tracer {
   // Installs recording hooks on `model` and its descendants up to `max_depth` levels below
   // the root (0 = the root only).
   void Attach(nn::Module& model, int max_depth);
+  // Records every collective `ctx` issues until Detach(ctx).
+  void AttachCollectives(dist::DistContext& ctx);
+  void DetachCollectives(dist::DistContext& ctx);
   // Writes {"traceEvents": [...]} with one complete ("X") event per recorded call.
   void Write(const std::string& path) const;
   size_t events() const { return events_.size(); }
@@ -27,6 +32,7 @@ class Tracer {
     std::string type;
     double start_us = 0;
     double duration_us = 0;
+    int track = 0;  // 0 module calls, 1 collectives
   };
 
  private:

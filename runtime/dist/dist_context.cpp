@@ -142,6 +142,7 @@ struct DistContext::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   std::array<AxisGroup, kNumAxes> groups;
   CommCounters counters;
+  DistContext::CollectiveObserver observer;
   bool shut_down = false;
 
   Impl(const WorldConfig& w, const Mesh& m, const DistOptions& o) : world(w), mesh(m), options(o) {}
@@ -177,7 +178,10 @@ struct DistContext::Impl {
     std::string msg;
     try {
       c10::intrusive_ptr<c10d::Work> work = post();
-      if (work->wait(options.timeout)) return;
+      if (work->wait(options.timeout)) {
+        if (observer) observer(axis, op, start, Clock::now());
+        return;
+      }
       msg = "timed out";
     } catch (const DistError&) {
       throw;
@@ -343,6 +347,7 @@ const std::vector<int>& DistContext::GroupRanks(Axis axis) const {
   return impl_->groups[static_cast<int>(axis)].ranks;
 }
 const CommCounters& DistContext::counters() const { return impl_->counters; }
+void DistContext::SetCollectiveObserver(CollectiveObserver observer) { impl_->observer = std::move(observer); }
 CommCounters& DistContext::counters() { return impl_->counters; }
 
 at::Tensor DistContext::AllGather(Axis axis, const at::Tensor& input, int64_t dim) {

@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -166,6 +167,13 @@ class DistContext {
   // Counters of every collective issued through this context (see counters.h).
   const CommCounters& counters() const;
   CommCounters& counters();
+
+  // Called after every collective that reached the backend, with its axis, op name and when it
+  // started and ended (weft-run's --trace draws them next to module calls). One observer; an
+  // empty function removes it.
+  using CollectiveObserver = std::function<void(Axis axis, const char* op, std::chrono::steady_clock::time_point start,
+                                                std::chrono::steady_clock::time_point end)>;
+  void SetCollectiveObserver(CollectiveObserver observer);
 
   struct Impl;  // internal
 

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -102,6 +103,47 @@ TEST(WeftRunJob, JsonReportHasLatencyCollectivesAndMemory) {
   EXPECT_EQ(measured_calls, 8) << j.dump(2);
   EXPECT_EQ(measured_calls, predicted_calls) << j.dump(2);
   EXPECT_EQ(measured_bytes, predicted_bytes) << j.dump(2);
+}
+
+// --trace: per rank a Chrome trace with the module calls and, on a second track, every
+// collective -- exactly the calls the counters report, inside the forwards that issued them.
+TEST(WeftRunJob, TraceHasModuleCallsAndCollectivesPerRank) {
+  const std::string prefix = Temp("trace");
+  Shell s = Sh(kWeftRun + " --nproc 2 --mesh ulysses=2 --iters 2 --trace " + prefix);
+  ASSERT_EQ(s.status, 0) << s.output;
+  for (int rank : {0, 1}) {
+    std::ifstream in(prefix + ".rank" + std::to_string(rank) + ".json");
+    ASSERT_TRUE(in.good()) << rank;
+    const nlohmann::json trace = nlohmann::json::parse(in);
+    std::map<std::string, int> calls;
+    double first_root = 1e300, last_root_end = 0;
+    std::vector<std::pair<double, double>> collectives;
+    for (const auto& e : trace["traceEvents"]) {
+      if (e["ph"] != "X") continue;
+      calls[e["name"].get<std::string>()] += 1;
+      const double ts = e["ts"].get<double>(), end = ts + e["dur"].get<double>();
+      if (e["name"] == "<root>") {
+        EXPECT_EQ(e["tid"], 0);
+        first_root = std::min(first_root, ts);
+        last_root_end = std::max(last_root_end, end);
+      }
+      if (e["cat"] == "collective") {
+        EXPECT_EQ(e["tid"], 1);
+        collectives.emplace_back(ts, end);
+      }
+    }
+    EXPECT_EQ(calls["<root>"], 2) << rank;
+    EXPECT_EQ(calls["transformer_blocks.0"], 2) << rank;
+    // Per forward on tiny Flux (2 double + 2 single blocks): 2 all-to-alls and one shape record
+    // per attention site, one output gather.
+    EXPECT_EQ(calls["ulysses all_to_all"], 2 * 8) << rank;
+    EXPECT_EQ(calls["ulysses all_gather"], 2 * 4) << rank;
+    EXPECT_EQ(calls["cp all_gather"], 2 * 1) << rank;
+    for (const auto& [start, end] : collectives) {
+      if (start < first_root) continue;  // the barrier before the timed forwards
+      EXPECT_LE(end, last_root_end + 1.0) << rank;
+    }
+  }
 }
 
 TEST(WeftRunJob, CompiledPlanFromWeftCompileRuns) {
