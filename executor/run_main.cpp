@@ -6,7 +6,7 @@
 //   weft-run --model flux:small --mesh ulysses=4 --iters 5 --report json
 //   weft-run --compiled plan.json --weights w.safetensors --inputs in.safetensors --output out.safetensors
 //   weft-run --smoke --nproc 8 --mesh ring=2,ulysses=2,tp=2   (the distributed smoke job)
-//   torchrun --nproc-per-node 4 weft-run ...   (joins as the rank torchrun gives it)
+//   torchrun --nproc-per-node 4 --no-python weft-run ...   (joins as the rank torchrun gives it)
 //
 // Two modes: when RANK/WORLD_SIZE are set (torchrun, srun wrappers, or our own launcher) the
 // process joins the job as that rank; otherwise it is the launcher and re-executes itself
