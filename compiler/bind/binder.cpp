@@ -2,6 +2,7 @@
 // checks of design.md 5.2. Messages follow the house style (style.md 4.4): lower case, code in
 // backticks, every number involved.
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -178,7 +179,16 @@ class Binder {
   std::string Display(const std::string& path) const { return path.empty() ? graph_.class_name : path; }
   bool CheckMesh();
   bool Match(const syntax::Pattern& pattern, std::vector<model::ModuleId>& out);
+  // The shared walk of split and gather rules: for every matched module the workload calls
+  // and every item of the rule (`outputs_only`: output items only) that resolves against the
+  // module's first call with valid dims, runs `bind`; a rule whose modules are never called is
+  // reported once as ModuleNotCalled (`rule_kind` names the rule in the message).
+  using BindItem = std::function<void(model::ModuleId id, const model::ModuleCalls& calls, const syntax::ShardItem& item,
+                                      const model::Value& value, const std::string& what)>;
+  void ForEachBoundItem(const syntax::CpRule& rule, const char* rule_kind, bool outputs_only, const BindItem& bind);
   void BindSplitRule(const syntax::CpRule& rule);
+  void BindSplitItem(model::ModuleId id, const model::ModuleCalls& calls, const syntax::ShardItem& item,
+                     const model::Value& value, const std::string& what);
   void BindGatherRule(const syntax::CpRule& rule);
   void BindAttentionRule(const syntax::CpRule& rule);
   // Resolves the tensor an item addresses in `call`; nullptr (diagnosed or skipped) if none.
@@ -372,7 +382,8 @@ void Binder::CheckDivisible(const SourceRange& range, const std::string& what, c
               length % cp);
 }
 
-void Binder::BindSplitRule(const syntax::CpRule& rule) {
+void Binder::ForEachBoundItem(const syntax::CpRule& rule, const char* rule_kind, bool outputs_only,
+                              const BindItem& bind) {
   std::vector<model::ModuleId> modules;
   if (!Match(rule.pattern, modules)) return;
   bool any_called = false;
@@ -381,103 +392,99 @@ void Binder::BindSplitRule(const syntax::CpRule& rule) {
     if (calls == nullptr || calls->calls.empty()) continue;
     any_called = true;
     for (const syntax::ShardItem& item : rule.items) {
-      if (item.has_error) continue;
-      const model::Call& call = calls->calls.front();
-      std::string what;
-      bool skip = false;
-      const model::Value* v = Resolve(item, id, call, what, skip);
-      if (v == nullptr) continue;
-      if (!CheckDims(item, id, *v, what, skip)) continue;
-      plan::Split s;
-      if (item.target.kind == syntax::TargetKind::kOutput) {
-        s.target = plan::Split::Target::kOutput;
-        s.output = item.target.index.value;
-      } else {
-        s.argument = item.target.argument.text;
-        if (item.target.kind == syntax::TargetKind::kArgumentElement) s.element = item.target.index.value;
-      }
-      s.dim = item.dim.value;
-      s.rank = v->Rank();
-      s.optional = item.optional.has_value();
-      s.global_size = v->shape[static_cast<size_t>(s.dim)];
-      s.sizes = plan::SplitSizes(s.global_size, out_.mesh.Cp());
-      s.uneven = s.global_size % out_.mesh.Cp() != 0;
-      s.origin = OriginOf(item.range);
-      if (out_.mesh.Cp() > 1 && s.global_size < out_.mesh.Cp()) {
-        if (Once(Key(item.range, "short"))) {
-          diags_.Emit(item.range, SplitNotDivisible, what, Display(Display(graph_.modules[id].path)), s.global_size, s.dim,
-                      out_.mesh.Cp(), CpDegreeText(out_.mesh), int64_t{0}, s.global_size);
-        }
-        continue;
-      }
-      CheckDivisible(item.range, what, Display(graph_.modules[id].path), s.global_size, s.dim);
-      // Later calls of the same module must divide too.
-      for (size_t c = 1; c < calls->calls.size(); ++c) {
-        std::string w2;
-        bool skip2 = false;
-        const model::Value* v2 = Resolve(item, id, calls->calls[c], w2, skip2);
-        if (v2 != nullptr && v2->IsTensor() && s.dim < v2->Rank()) {
-          CheckDivisible(item.range, what, Display(graph_.modules[id].path), v2->shape[static_cast<size_t>(s.dim)], s.dim);
-        }
-      }
-      // Duplicate: the same tensor of the same module split twice.
-      bool duplicate = false;
-      for (size_t k = 0; k < out_.splits.size(); ++k) {
-        const BoundSplit& o = out_.splits[k];
-        if (o.module == id && o.split.target == s.target && o.split.argument == s.argument &&
-            o.split.element == s.element && o.split.output == s.output) {
-          if (Once(Key(item.range, "dup"))) {
-            diags_.Build(item.range, DuplicateSplit, what, Display(graph_.modules[id].path))
-                .Note(split_ranges_[k], PreviousRule, Display(graph_.modules[id].path))
-                .Emit();
-          }
-          duplicate = true;
-          break;
-        }
-      }
-      if (duplicate) continue;
-      split_length_origin_.emplace(s.global_size, item.range);
-      out_.splits.push_back({id, std::move(s)});
-      split_ranges_.push_back(item.range);
-    }
-  }
-  if (!any_called && Once(Key(rule.pattern.range, "called"))) {
-    diags_.Emit(rule.pattern.range, ModuleNotCalled, Display(graph_.modules[modules.front()].path), workload_->name,
-                "split");
-  }
-}
-
-void Binder::BindGatherRule(const syntax::CpRule& rule) {
-  std::vector<model::ModuleId> modules;
-  if (!Match(rule.pattern, modules)) return;
-  bool any_called = false;
-  for (model::ModuleId id : modules) {
-    const model::ModuleCalls* calls = workload_->FindCalls(graph_.modules[id].path);
-    if (calls == nullptr || calls->calls.empty()) continue;
-    any_called = true;
-    for (const syntax::ShardItem& item : rule.items) {
-      if (item.has_error || item.target.kind != syntax::TargetKind::kOutput) continue;
+      if (item.has_error || (outputs_only && item.target.kind != syntax::TargetKind::kOutput)) continue;
       std::string what;
       bool skip = false;
       const model::Value* v = Resolve(item, id, calls->calls.front(), what, skip);
       if (v == nullptr || !CheckDims(item, id, *v, what, skip)) continue;
-      plan::Gather g;
-      g.output = item.target.index.value;
-      g.dim = item.dim.value;
-      g.rank = v->Rank();
-      g.global_size = v->shape[static_cast<size_t>(g.dim)];
-      g.sizes = plan::SplitSizes(g.global_size, out_.mesh.Cp());
-      g.uneven = g.global_size % out_.mesh.Cp() != 0;
-      g.origin = OriginOf(item.range);
-      CheckDivisible(item.range, what, Display(graph_.modules[id].path), g.global_size, g.dim);
-      out_.gathers.push_back({id, std::move(g)});
-      gather_ranges_.push_back(item.range);
+      bind(id, *calls, item, *v, what);
     }
   }
   if (!any_called && Once(Key(rule.pattern.range, "called"))) {
     diags_.Emit(rule.pattern.range, ModuleNotCalled, Display(graph_.modules[modules.front()].path), workload_->name,
-                "gather");
+                rule_kind);
   }
+}
+
+void Binder::BindSplitRule(const syntax::CpRule& rule) {
+  ForEachBoundItem(rule, "split", /*outputs_only=*/false,
+                   [this](model::ModuleId id, const model::ModuleCalls& calls, const syntax::ShardItem& item,
+                          const model::Value& value, const std::string& what) {
+                     BindSplitItem(id, calls, item, value, what);
+                   });
+}
+
+void Binder::BindSplitItem(model::ModuleId id, const model::ModuleCalls& calls, const syntax::ShardItem& item,
+                           const model::Value& value, const std::string& what) {
+  plan::Split s;
+  if (item.target.kind == syntax::TargetKind::kOutput) {
+    s.target = plan::Split::Target::kOutput;
+    s.output = item.target.index.value;
+  } else {
+    s.argument = item.target.argument.text;
+    if (item.target.kind == syntax::TargetKind::kArgumentElement) s.element = item.target.index.value;
+  }
+  s.dim = item.dim.value;
+  s.rank = value.Rank();
+  s.optional = item.optional.has_value();
+  s.global_size = value.shape[static_cast<size_t>(s.dim)];
+  s.sizes = plan::SplitSizes(s.global_size, out_.mesh.Cp());
+  s.uneven = s.global_size % out_.mesh.Cp() != 0;
+  s.origin = OriginOf(item.range);
+  if (out_.mesh.Cp() > 1 && s.global_size < out_.mesh.Cp()) {
+    if (Once(Key(item.range, "short"))) {
+      diags_.Emit(item.range, SplitNotDivisible, what, Display(graph_.modules[id].path), s.global_size, s.dim,
+                  out_.mesh.Cp(), CpDegreeText(out_.mesh), int64_t{0}, s.global_size);
+    }
+    return;
+  }
+  CheckDivisible(item.range, what, Display(graph_.modules[id].path), s.global_size, s.dim);
+  // Later calls of the same module must divide too.
+  for (size_t c = 1; c < calls.calls.size(); ++c) {
+    std::string w2;
+    bool skip2 = false;
+    const model::Value* v2 = Resolve(item, id, calls.calls[c], w2, skip2);
+    if (v2 != nullptr && v2->IsTensor() && s.dim < v2->Rank()) {
+      CheckDivisible(item.range, what, Display(graph_.modules[id].path), v2->shape[static_cast<size_t>(s.dim)], s.dim);
+    }
+  }
+  // Duplicate: the same tensor of the same module split twice.
+  bool duplicate = false;
+  for (size_t k = 0; k < out_.splits.size(); ++k) {
+    const BoundSplit& o = out_.splits[k];
+    if (o.module == id && o.split.target == s.target && o.split.argument == s.argument &&
+        o.split.element == s.element && o.split.output == s.output) {
+      if (Once(Key(item.range, "dup"))) {
+        diags_.Build(item.range, DuplicateSplit, what, Display(graph_.modules[id].path))
+            .Note(split_ranges_[k], PreviousRule, Display(graph_.modules[id].path))
+            .Emit();
+      }
+      duplicate = true;
+      break;
+    }
+  }
+  if (duplicate) return;
+  split_length_origin_.emplace(s.global_size, item.range);
+  out_.splits.push_back({id, std::move(s)});
+  split_ranges_.push_back(item.range);
+}
+
+void Binder::BindGatherRule(const syntax::CpRule& rule) {
+  ForEachBoundItem(rule, "gather", /*outputs_only=*/true,
+                   [&](model::ModuleId id, const model::ModuleCalls&, const syntax::ShardItem& item,
+                       const model::Value& value, const std::string& what) {
+                     plan::Gather g;
+                     g.output = item.target.index.value;
+                     g.dim = item.dim.value;
+                     g.rank = value.Rank();
+                     g.global_size = value.shape[static_cast<size_t>(g.dim)];
+                     g.sizes = plan::SplitSizes(g.global_size, out_.mesh.Cp());
+                     g.uneven = g.global_size % out_.mesh.Cp() != 0;
+                     g.origin = OriginOf(item.range);
+                     CheckDivisible(item.range, what, Display(graph_.modules[id].path), g.global_size, g.dim);
+                     out_.gathers.push_back({id, std::move(g)});
+                     gather_ranges_.push_back(item.range);
+                   });
 }
 
 void Binder::BindAttentionRule(const syntax::CpRule& rule) {
