@@ -10,7 +10,6 @@
 #include <stdexcept>
 
 #include "compiler/model/graph_json.h"
-#include "executor/graph_dump.h"
 #include "runtime/io/diffusers_dir.h"
 #include "runtime/io/safetensors.h"
 
@@ -48,8 +47,7 @@ ModelDir ReadModelDir(const std::string& dir) {
   return result;
 }
 
-std::string GraphFileMatching(const models::ModelSpec& spec, const std::string& data_dir) {
-  const std::string hash = ModelGraphHash(spec);
+std::string GraphFileMatching(const std::string& model_graph_hash, const std::string& data_dir) {
   std::vector<fs::path> candidates;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(data_dir + "/graphs", ec)) {
@@ -61,7 +59,7 @@ std::string GraphFileMatching(const models::ModelSpec& spec, const std::string& 
   std::sort(candidates.begin(), candidates.end());
   for (const fs::path& path : candidates) {
     model::GraphReadResult read = model::ReadGraphFile(path.string());
-    if (read.graph && read.graph->Hash() == hash) return path.string();
+    if (read.graph && read.graph->Hash() == model_graph_hash) return path.string();
   }
   return "";
 }

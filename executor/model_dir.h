@@ -20,8 +20,9 @@ struct ModelDir {
 // config.json, an unsupported class, an index naming a shard that does not exist, no weights).
 ModelDir ReadModelDir(const std::string& dir);
 
-// The graph in `data_dir`/graphs whose structure hash equals that of the model `spec` builds
-// (same class, config, modules, parameters, signatures and attention sites); "" when none does.
-std::string GraphFileMatching(const models::ModelSpec& spec, const std::string& data_dir);
+// The graph in `data_dir`/graphs whose structure hash is `model_graph_hash` (ModelGraphHash of
+// the model: same class, config, modules, parameters, signatures and attention sites); "" when
+// none is.
+std::string GraphFileMatching(const std::string& model_graph_hash, const std::string& data_dir);
 
 }  // namespace weft::exec

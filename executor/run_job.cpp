@@ -12,7 +12,6 @@
 #include <nlohmann/json.hpp>
 
 #include "executor/exec_error.h"
-#include "executor/graph_dump.h"
 #include "executor/install.h"
 #include "executor/trace.h"
 #include "runtime/io/safetensors.h"
@@ -92,8 +91,7 @@ JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const 
 
   InstallOptions install;
   install.plan_hash = options.plan_hash;
-  // The model's own graph hash: a plan compiled against another model's graph is refused.
-  install.model_graph_hash = ModelGraphHash(options.model);
+  install.model_graph_hash = options.model_graph_hash;
   install.weights_already_sharded = streamed;
   InstalledPlan installed = Install(plan, model, ctx, install);
   Tracer tracer(ctx.rank());

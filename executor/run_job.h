@@ -35,6 +35,9 @@ struct JobOptions {
   std::string report;  // "json" prints a JSON report on stdout (rank 0); a path writes it there
   bool progress = true;  // per-iteration progress on stderr (rank 0) when iters > 1
   std::string plan_hash;
+  // The structure hash of `model`'s graph (ModelGraphHash); Install refuses a plan compiled
+  // against a graph with another hash. Empty: not checked.
+  std::string model_graph_hash;
 };
 
 struct JobResult {

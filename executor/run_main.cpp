@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -103,24 +104,26 @@ dist::MeshShape ResolveMesh(const RunOptions& o, int world_size) {
 struct JobModel {
   models::ModelSpec spec;
   std::vector<std::string> weights;
+  std::string graph_hash;  // exec::ModelGraphHash(spec), computed once per rank (RunRank)
 };
 
 JobModel ResolveModel(const RunOptions& o) {
-  if (o.model_dir.empty()) return {models::ParseModelSpec(o.model), o.weights};
+  if (o.model_dir.empty()) return {models::ParseModelSpec(o.model), o.weights, {}};
   exec::ModelDir dir = exec::ReadModelDir(o.model_dir);
-  return {dir.spec, o.weights.empty() ? dir.weight_files : o.weights};
+  return {dir.spec, o.weights.empty() ? dir.weight_files : o.weights, {}};
 }
 
 // The plan of the job: --compiled, or --plan (default: the model's plan in plans/) compiled
 // here against the model's graph for this mesh.
-exec::LoadedPlan LoadJobPlan(const RunOptions& o, const models::ModelSpec& spec, const dist::MeshShape& shape) {
+exec::LoadedPlan LoadJobPlan(const RunOptions& o, const JobModel& model, const dist::MeshShape& shape) {
+  const models::ModelSpec& spec = model.spec;
   const std::string data = exec::DataDir();
   exec::PlanRequest request;
   request.compiled_file = o.compiled;
   request.plan_file = o.plan.empty() ? exec::PlanFileFor(spec, data) : o.plan;
   request.graph_file = o.graph;
   if (request.graph_file.empty()) {
-    request.graph_file = o.model_dir.empty() ? exec::GraphFileFor(spec, data) : exec::GraphFileMatching(spec, data);
+    request.graph_file = o.model_dir.empty() ? exec::GraphFileFor(spec, data) : exec::GraphFileMatching(model.graph_hash, data);
   }
   if (o.compiled.empty() && request.graph_file.empty()) {
     // No committed graph describes this model (e.g. a checkpoint of an unpublished config):
@@ -156,6 +159,7 @@ exec::JobOptions JobOptionsFrom(const RunOptions& o, const JobModel& model, cons
   j.trace = o.trace;
   j.report = o.report;
   j.plan_hash = loaded.hash;
+  j.model_graph_hash = model.graph_hash;
   return j;
 }
 
@@ -174,8 +178,9 @@ int RunRank(const RunOptions& o) {
   if (o.smoke) {
     status = exec::RunSmokeJobAndReport(*ctx, setup_ms, std::cout);
   } else {
-    const JobModel model = ResolveModel(o);
-    const exec::LoadedPlan loaded = LoadJobPlan(o, model.spec, shape);
+    JobModel model = ResolveModel(o);
+    model.graph_hash = exec::ModelGraphHash(model.spec);
+    const exec::LoadedPlan loaded = LoadJobPlan(o, model, shape);
     exec::JobResult result = exec::RunJob(*ctx, loaded.plan, JobOptionsFrom(o, model, loaded));
     status = result.exit_code;
   }
@@ -248,9 +253,10 @@ std::string MemoryRefusal(const RunOptions& o, const models::ModelSpec& spec, co
 // Launcher mode: re-execute ourselves on nproc local ranks.
 int RunLauncher(const RunOptions& o, int argc, char** argv) {
   // Bad arguments are reported once, here, rather than by every rank.
+  std::optional<JobModel> model;
   if (!o.smoke) {
     try {
-      ResolveModel(o);
+      model = ResolveModel(o);
     } catch (const std::exception& e) {
       std::cerr << "weft-run: " << e.what() << "\n";
       return 2;
@@ -264,8 +270,8 @@ int RunLauncher(const RunOptions& o, int argc, char** argv) {
               << " ranks but --nproc is " << nproc << "\n";
     return 2;
   }
-  if (!o.smoke) {
-    if (const std::string refusal = MemoryRefusal(o, ResolveModel(o).spec, shape, nproc); !refusal.empty()) {
+  if (model) {
+    if (const std::string refusal = MemoryRefusal(o, model->spec, shape, nproc); !refusal.empty()) {
       std::cerr << "weft-run: " << refusal << "\n";
       return 2;
     }
