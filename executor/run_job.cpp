@@ -1,6 +1,7 @@
 #include "executor/run_job.h"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <c10/core/InferenceMode.h>
 #include <sys/resource.h>
 
@@ -106,6 +107,11 @@ JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const 
   ctx.Barrier(dist::Axis::kWorld);
   const dist::CommCounters before = ctx.counters();
   dist::CommCounters one_forward;
+  std::unique_ptr<torch::autograd::profiler::RecordProfile> op_profile;
+  if (!options.profile_ops.empty()) {
+    op_profile = std::make_unique<torch::autograd::profiler::RecordProfile>(options.profile_ops + ".rank" +
+                                                                            std::to_string(ctx.rank()) + ".json");
+  }
   for (int i = 0; i < std::max(1, options.iters); ++i) {
     const auto start = Clock::now();
     output = Forward(model, inputs);
@@ -115,6 +121,7 @@ JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const 
       std::fprintf(stderr, "weft-run: iteration %d/%d: %.2f ms\n", i + 1, options.iters, result.latencies_ms.back());
     }
   }
+  op_profile.reset();  // writes the profile
   if (!options.trace.empty()) tracer.DetachCollectives(ctx);
   if (!options.trace.empty()) tracer.Write(options.trace + ".rank" + std::to_string(ctx.rank()) + ".json");
   if (leader && !options.output.empty()) io::WriteSafetensors(options.output, {{"output", output}});

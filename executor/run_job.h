@@ -32,6 +32,9 @@ struct JobOptions {
   int warmup = 0;
   int iters = 1;
   std::string trace;   // Chrome trace path prefix: <trace>.rank<r>.json
+  // LibTorch's operator profile of the timed iterations, path prefix: <profile_ops>.rank<r>.json
+  // (Chrome trace of every ATen op and collective; bench/op_self_time.py sums it per op).
+  std::string profile_ops;
   std::string report;  // "json" prints a JSON report on stdout (rank 0); a path writes it there
   bool progress = true;  // per-iteration progress on stderr (rank 0) when iters > 1
   std::string plan_hash;

@@ -67,6 +67,7 @@ struct RunOptions {
   int iters = 1;
   int warmup = 0;
   std::string trace;
+  std::string profile_ops;
   std::string report;
   uint64_t seed = 0;
   // --dump-graph [FILE]: print the model's weft.graph/1 instead of running it.
@@ -157,6 +158,7 @@ exec::JobOptions JobOptionsFrom(const RunOptions& o, const JobModel& model, cons
   j.warmup = o.warmup;
   j.iters = o.iters;
   j.trace = o.trace;
+  j.profile_ops = o.profile_ops;
   j.report = o.report;
   j.plan_hash = loaded.hash;
   j.model_graph_hash = model.graph_hash;
@@ -356,6 +358,9 @@ int main(int argc, char** argv) {
   app.add_option("--iters", o.iters, "Timed iterations (median reported)")->check(CLI::Range(1, 100000));
   app.add_option("--warmup", o.warmup, "Untimed iterations first")->check(CLI::Range(0, 100000));
   app.add_option("--trace", o.trace, "Write Chrome trace JSON per rank to PREFIX.rank<r>.json");
+  app.add_option("--profile-ops", o.profile_ops,
+                 "Write LibTorch's per-operator profile of the timed iterations to PREFIX.rank<r>.json "
+                 "(bench/op_self_time.py sums it per operator)");
   app.add_option("--report", o.report, "`json`: print a JSON report on stdout; or a file to write it to");
   app.add_option("--seed", o.seed, "Seed of random weights and inputs");
   try {

@@ -146,6 +146,26 @@ TEST(WeftRunJob, TraceHasModuleCallsAndCollectivesPerRank) {
   }
 }
 
+// --profile-ops: LibTorch's operator profile of the timed forwards, per rank, with the model's
+// GEMMs and the collectives (as gloo ops) in it.
+TEST(WeftRunJob, OperatorProfilePerRank) {
+  const std::string prefix = Temp("ops");
+  Shell s = Sh(kWeftRun + " --nproc 2 --mesh ulysses=2 --iters 2 --profile-ops " + prefix);
+  ASSERT_EQ(s.status, 0) << s.output;
+  for (int rank : {0, 1}) {
+    std::ifstream in(prefix + ".rank" + std::to_string(rank) + ".json");
+    ASSERT_TRUE(in.good()) << rank;
+    const nlohmann::json profile = nlohmann::json::parse(in);
+    const nlohmann::json& events = profile.is_object() ? profile["traceEvents"] : profile;
+    std::map<std::string, int> calls;
+    for (const auto& e : events) {
+      if (e.value("ph", "") == "X") calls[e["name"].get<std::string>()] += 1;
+    }
+    EXPECT_GT(calls["aten::addmm"], 0) << rank;
+    EXPECT_EQ(calls["gloo:all_to_all"], 2 * 8) << rank;  // 2 forwards x 4 sites x 2
+  }
+}
+
 TEST(WeftRunJob, CompiledPlanFromWeftCompileRuns) {
   const std::string compiled = CompileFluxPlan("flux-tiny", "128x128", "--mesh ring=2 --rotate p2p");
   Shell s = Sh(kWeftRun + " --compiled " + compiled + " --nproc 2 --mesh ring=2 --check");
