@@ -8,17 +8,18 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
 
 #include "compiler/model/graph_json.h"
 #include "compiler/source/version.h"
-#include "runtime/models/wan.h"
+#include "executor/plan_loader.h"
 #include "runtime/models/diffusers_blocks.h"
 #include "runtime/models/diffusers_types.h"
+#include "runtime/models/wan.h"
 #include "runtime/nn/attention_site.h"
 #include "runtime/nn/layers.h"
 
@@ -118,54 +119,44 @@ class RecordingKernel : public nn::AttentionKernel {
   std::string site_;
 };
 
-int64_t IntParam(const Json& workload, const char* key, int64_t fallback = -1) {
-  auto it = workload.find(key);
-  if (it == workload.end()) {
-    if (fallback >= 0) return fallback;
-    throw std::invalid_argument("workload " + workload.value("name", std::string("?")) + " has no `" + key + "`");
-  }
-  if (!it->is_number_integer()) {
-    throw std::invalid_argument("workload " + workload.value("name", std::string("?")) + ": `" + key +
-                                "` must be an integer");
-  }
-  return it->get<int64_t>();
-}
-
 // The inputs tools/export_graph.py's make_inputs builds for the class at a workload (bf16, on
-// the meta device), in the order it passes them.
-std::vector<std::pair<std::string, at::Tensor>> MetaInputs(const std::string& class_name, const Json& config,
-                                                           const Json& w) {
+// the meta device), in the order it passes them. Sizes in latent units come from the workload's
+// pixels and frames as weft-run sizes its inputs (WorkloadFromGraph).
+std::vector<std::pair<std::string, at::Tensor>> MetaInputs(const std::string& family, const Json& config,
+                                                           const model::Workload& w) {
+  auto require = [&](const char* key) {
+    if (!w.IntParam(key)) throw std::invalid_argument("workload " + w.name + " has no integer `" + key + "`");
+  };
+  require("height");
+  require("width");
+  if (family == "wan") require("frames");
+  const models::Workload sizes = WorkloadFromGraph(family, w);
+  const int64_t b = w.IntParam("batch").value_or(1);
+  const int64_t text = w.IntParam("text_len").value_or(512);
   auto bf16 = at::TensorOptions().dtype(at::kBFloat16).device(at::kMeta);
   auto f32 = at::TensorOptions().dtype(at::kFloat).device(at::kMeta);
-  const int64_t b = IntParam(w, "batch", 1);
-  const int64_t text = IntParam(w, "text_len", 512);
+  auto width = [&](const char* key) { return config.at(key).get<int64_t>(); };
   std::vector<std::pair<std::string, at::Tensor>> in;
-  if (class_name == "FluxTransformer2DModel") {
-    const int64_t n = (IntParam(w, "height") / 16) * (IntParam(w, "width") / 16);
-    in.emplace_back("hidden_states", at::empty({b, n, config.at("in_channels").get<int64_t>()}, bf16));
-    in.emplace_back("encoder_hidden_states", at::empty({b, text, config.at("joint_attention_dim").get<int64_t>()}, bf16));
-    in.emplace_back("pooled_projections", at::empty({b, config.at("pooled_projection_dim").get<int64_t>()}, bf16));
+  if (family == "flux") {
+    const int64_t n = sizes.height * sizes.width;
+    in.emplace_back("hidden_states", at::empty({b, n, width("in_channels")}, bf16));
+    in.emplace_back("encoder_hidden_states", at::empty({b, text, width("joint_attention_dim")}, bf16));
+    in.emplace_back("pooled_projections", at::empty({b, width("pooled_projection_dim")}, bf16));
     in.emplace_back("timestep", at::empty({b}, bf16));
     in.emplace_back("img_ids", at::empty({n, 3}, f32));
     in.emplace_back("txt_ids", at::empty({text, 3}, f32));
     if (config.at("guidance_embeds").get<bool>()) in.emplace_back("guidance", at::empty({b}, bf16));
     return in;
   }
-  if (class_name == "WanTransformer3DModel") {
-    // Wan's VAE: 4x temporal (first frame kept), 8x spatial.
-    const int64_t f = (IntParam(w, "frames") - 1) / 4 + 1;
-    const int64_t h = IntParam(w, "height") / 8;
-    const int64_t wd = IntParam(w, "width") / 8;
-    in.emplace_back("hidden_states", at::empty({b, config.at("in_channels").get<int64_t>(), f, h, wd}, bf16));
-    in.emplace_back("timestep", at::empty({b}, bf16));
-    in.emplace_back("encoder_hidden_states", at::empty({b, text, config.at("text_dim").get<int64_t>()}, bf16));
-    if (config.at("image_dim").is_number_integer()) {
-      in.emplace_back("encoder_hidden_states_image",
-                      at::empty({b, IntParam(w, "image_len", 257), config.at("image_dim").get<int64_t>()}, bf16));
-    }
-    return in;
+  in.emplace_back("hidden_states",
+                  at::empty({b, width("in_channels"), sizes.frames, sizes.height, sizes.width}, bf16));
+  in.emplace_back("timestep", at::empty({b}, bf16));
+  in.emplace_back("encoder_hidden_states", at::empty({b, text, width("text_dim")}, bf16));
+  if (config.at("image_dim").is_number_integer()) {
+    in.emplace_back("encoder_hidden_states_image",
+                    at::empty({b, w.IntParam("image_len").value_or(257), width("image_dim")}, bf16));
   }
-  throw std::invalid_argument("no meta inputs for class " + class_name);
+  return in;
 }
 
 // The named values plans may use (tools/export_graph.py derived_config).
@@ -227,20 +218,37 @@ Json ReadJsonFile(const std::string& path) {
   return j;
 }
 
-}  // namespace
 
-std::string ModelConfigFileFor(const models::ModelSpec& spec, const std::string& data_dir) {
-  const std::string path = data_dir + "/tools/model_configs/" + models::PublishedName(spec) + ".json";
-  return std::filesystem::exists(path) ? path : "";
+// An attention site as the exporter classifies it: joint when the module projects a second
+// stream (add_q_proj), cross when its first traced call passed encoder_hidden_states, else
+// self. `first_call` is null for a site no workload ran (then `traced` is false).
+model::AttentionSite SiteOf(const nn::AttentionModule& a, const model::Call* first_call, int64_t head_dim) {
+  model::AttentionSite s;
+  s.path = a.fqn();
+  s.heads = a.heads();
+  s.head_dim = head_dim;
+  s.traced = first_call != nullptr;
+  const model::Value* encoder = first_call ? first_call->FindArg("encoder_hidden_states") : nullptr;
+  if (a.Child("add_q_proj") != nullptr) {
+    s.kind = model::AttentionKind::kJoint;
+    s.q_inputs = s.kv_inputs = {"hidden_states", "encoder_hidden_states"};
+  } else if (encoder != nullptr && encoder->kind != model::Value::Kind::kNone) {
+    s.kind = model::AttentionKind::kCross;
+    s.q_inputs = {"hidden_states"};
+    s.kv_inputs = {"encoder_hidden_states"};
+  } else {
+    s.kind = model::AttentionKind::kSelf;
+    s.q_inputs = s.kv_inputs = {"hidden_states"};
+  }
+  return s;
 }
 
-namespace {
-
-// The graph of `model` traced at `workloads` (tools/model_configs workload objects).
-model::ModelGraph BuildModelGraph(nn::Module& model_root, const Json& workloads, const std::string& graph_name,
-                                  const std::string& source) {
-  nn::Module* model = &model_root;
-  const auto [class_name, config_text] = models::DiffusersConfigOf(model_root);
+// The graph of `model` (of `family`) traced at `workloads` (name and params; their traces are
+// filled in). Consumes the model: its parameters become bf16 on the meta device and its
+// attention sites keep the recording kernel.
+model::ModelGraph BuildModelGraph(nn::Module& model, const std::string& family, std::vector<model::Workload> workloads,
+                                  const std::string& graph_name, const std::string& source) {
+  const auto [class_name, config_text] = models::DiffusersConfigOf(model);
   const Json config = Json::parse(config_text);
   model::ModelGraph g;
   g.name = graph_name;
@@ -251,10 +259,10 @@ model::ModelGraph BuildModelGraph(nn::Module& model_root, const Json& workloads,
   g.config = DerivedConfig(class_name, config);
 
   // The module tree, in bf16 like the exporter's model.to(torch.bfloat16).
-  std::unordered_map<std::string, size_t> type_index;
-  model->Walk([&](nn::Module& m) {
+  std::set<std::string> typed;  // a class's first module defines its entry, as in the exporter
+  model.Walk([&](nn::Module& m) {
     const models::PythonType& pt = models::PythonTypeOf(m);
-    if (type_index.emplace(pt.name, g.types.size()).second) {
+    if (typed.insert(pt.name).second) {
       model::ModuleType t;
       t.name = pt.name;
       t.python_module = pt.python_module;
@@ -274,85 +282,48 @@ model::ModelGraph BuildModelGraph(nn::Module& model_root, const Json& workloads,
     mod.attrs = AttrsOf(m);
     g.modules.push_back(std::move(mod));
   });
-  for (auto& [name, slot] : model->NamedParameters()) {
+  for (auto& [name, slot] : model.NamedParameters()) {
     *slot = at::empty(slot->sizes(), at::TensorOptions().dtype(at::kBFloat16).device(at::kMeta));
   }
-  model->Walk([](nn::Module& m) { m.CastBuffers(at::kBFloat16); });
+  model.Walk([](nn::Module& m) { m.CastBuffers(at::kBFloat16); });
 
   std::map<std::string, std::set<int64_t>> output_counts;  // type -> outputs seen
   std::vector<nn::AttentionModule*> attention_modules;
-  model->Walk([&](nn::Module& m) {
+  model.Walk([&](nn::Module& m) {
     if (auto* a = dynamic_cast<nn::AttentionModule*>(&m)) attention_modules.push_back(a);
   });
   std::unordered_map<std::string, model::AttentionSite> sites;
-  for (const Json& w : workloads) {
+  for (model::Workload& workload : workloads) {
     Recording rec;
-    model->Walk([&](nn::Module& m) {
-      m.ClearHooks();
-      m.AddHook(std::make_shared<RecordingHook>(rec));
-    });
+    model.Walk([&](nn::Module& m) { m.AddHook(std::make_shared<RecordingHook>(rec)); });
     for (nn::AttentionModule* a : attention_modules) a->SetKernel(std::make_shared<RecordingKernel>(rec, a->fqn()));
     nn::Args args;
-    for (auto& [name, tensor] : MetaInputs(class_name, config, w)) args.Set(name, tensor);
+    for (auto& [name, tensor] : MetaInputs(family, config, workload)) args.Set(name, tensor);
     {
       c10::InferenceMode guard;
-      nn::Call(*model, std::move(args));
+      nn::Call(model, std::move(args));
     }
-    model->Walk([](nn::Module& m) { m.ClearHooks(); });
+    model.Walk([](nn::Module& m) { m.ClearHooks(); });
 
-    model::Workload workload;
-    workload.name = w.value("name", std::string());
-    for (auto it = w.begin(); it != w.end(); ++it) {
-      if (it.key() != "name") workload.params.emplace_back(it.key(), nlohmann::json(it.value()).dump());
-    }
     for (const std::string& path : rec.call_order) {
       workload.calls.push_back({path, rec.calls[path]});
       for (const model::Call& c : rec.calls[path]) {
-        output_counts[model->Find(path)->type()].insert(static_cast<int64_t>(c.outputs.size()));
+        output_counts[model.Find(path)->type()].insert(static_cast<int64_t>(c.outputs.size()));
       }
     }
     for (const std::string& site : rec.site_order) workload.attention.push_back({site, rec.attention[site]});
-    g.workloads.push_back(std::move(workload));
+    g.workloads.push_back(workload);
 
     for (nn::AttentionModule* a : attention_modules) {
-      if (sites.count(a->fqn()) != 0 || rec.attention.count(a->fqn()) == 0) continue;
-      model::AttentionSite s;
-      s.path = a->fqn();
-      s.heads = a->heads();
-      s.head_dim = rec.attention[a->fqn()].front().q.at(3);
-      const model::Call& first = rec.calls.at(a->fqn()).front();
-      const model::Value* encoder = first.FindArg("encoder_hidden_states");
-      if (a->Child("add_q_proj") != nullptr) {
-        s.kind = model::AttentionKind::kJoint;
-        s.q_inputs = s.kv_inputs = {"hidden_states", "encoder_hidden_states"};
-      } else if (encoder != nullptr && encoder->kind != model::Value::Kind::kNone) {
-        s.kind = model::AttentionKind::kCross;
-        s.q_inputs = {"hidden_states"};
-        s.kv_inputs = {"encoder_hidden_states"};
-      } else {
-        s.kind = model::AttentionKind::kSelf;
-        s.q_inputs = s.kv_inputs = {"hidden_states"};
+      auto recorded = rec.attention.find(a->fqn());
+      if (recorded != rec.attention.end() && sites.count(a->fqn()) == 0) {
+        sites.emplace(a->fqn(), SiteOf(*a, &rec.calls.at(a->fqn()).front(), recorded->second.front().q.at(3)));
       }
-      sites.emplace(s.path, std::move(s));
     }
   }
-  for (nn::AttentionModule* a : attention_modules) a->SetKernel(std::make_shared<nn::LocalAttentionKernel>());
   for (nn::AttentionModule* a : attention_modules) {
     auto it = sites.find(a->fqn());
-    if (it != sites.end()) {
-      g.attention_sites.push_back(it->second);
-      continue;
-    }
-    model::AttentionSite s;  // never ran at these workloads: classified by structure alone
-    s.path = a->fqn();
-    s.heads = a->heads();
-    s.head_dim = a->head_dim();
-    const bool joint = a->Child("add_q_proj") != nullptr;
-    s.kind = joint ? model::AttentionKind::kJoint : model::AttentionKind::kSelf;
-    s.q_inputs = s.kv_inputs = joint ? std::vector<std::string>{"hidden_states", "encoder_hidden_states"}
-                                     : std::vector<std::string>{"hidden_states"};
-    s.traced = false;
-    g.attention_sites.push_back(std::move(s));
+    g.attention_sites.push_back(it != sites.end() ? it->second : SiteOf(*a, nullptr, a->head_dim()));
   }
   for (model::ModuleType& t : g.types) {
     auto it = output_counts.find(t.name);
@@ -360,6 +331,18 @@ model::ModelGraph BuildModelGraph(nn::Module& model_root, const Json& workloads,
   }
   g.Reindex();
   return g;
+}
+
+// The graph of `spec` traced at one workload of `sizes` (latent units). Wan I2V's attention
+// reads the last 512 context tokens as text, so it gets 512 text tokens and 257 image tokens.
+model::ModelGraph TraceAt(const models::ModelSpec& spec, models::Workload sizes, const std::string& graph_name,
+                          const std::string& source) {
+  std::unique_ptr<nn::Module> model = models::CreateModel(spec);
+  const bool i2v = Json::parse(models::DiffusersConfigOf(*model).second).value("image_dim", Json()).is_number_integer();
+  if (i2v) sizes.text = models::kWanTextContextLength;
+  model::Workload workload = GraphWorkloadFor(spec.family, sizes);
+  if (i2v) workload.params.emplace_back("image_len", "257");
+  return BuildModelGraph(*model, spec.family, {workload}, graph_name, source);
 }
 
 }  // namespace
@@ -378,44 +361,38 @@ model::ModelGraph DumpModelGraph(const models::ModelSpec& spec, const std::strin
                                   it.value().dump() + " in " + spec.ToString());
     }
   }
-  return BuildModelGraph(*model, file["workloads"], file.value("name", models::PublishedName(spec)),
+  std::vector<model::Workload> workloads;
+  for (const Json& w : file["workloads"]) {
+    model::Workload workload;
+    workload.name = w.value("name", std::string());
+    for (auto it = w.begin(); it != w.end(); ++it) {
+      if (it.key() != "name") workload.params.emplace_back(it.key(), nlohmann::json(it.value()).dump());
+    }
+    workloads.push_back(std::move(workload));
+  }
+  return BuildModelGraph(*model, spec.family, std::move(workloads), file.value("name", models::PublishedName(spec)),
                          file.value("source", std::string()));
+}
+
+std::string ModelConfigFileFor(const models::ModelSpec& spec, const std::string& data_dir) {
+  const std::string path = data_dir + "/tools/model_configs/" + models::PublishedName(spec) + ".json";
+  return std::filesystem::exists(path) ? path : "";
 }
 
 model::ModelGraph DumpModelGraphForRun(const models::ModelSpec& spec, const std::string& data_dir) {
   const std::string file = ModelConfigFileFor(spec, data_dir);
   if (!file.empty()) return DumpModelGraph(spec, file);
-  // The model's example-input size (runtime/models/registry.h DefaultWorkload), in the pixels,
-  // frames and text tokens a model config's workloads name.
-  std::unique_ptr<nn::Module> model = models::CreateModel(spec);
-  const Json config = Json::parse(models::DiffusersConfigOf(*model).second);
-  const models::Workload d = models::DefaultWorkload(*model);
-  Json w;
-  if (spec.family == "flux") {  // one token per 16x16 pixels
-    w = {{"name", std::to_string(d.width * 16) + "x" + std::to_string(d.height * 16)},
-         {"height", d.height * 16}, {"width", d.width * 16}, {"text_len", d.text}};
-  } else {  // Wan: 8x spatial, 4x temporal VAE (first frame kept)
-    const int64_t frames = (d.frames - 1) * 4 + 1;
-    w = {{"name", std::to_string(d.width * 8) + "x" + std::to_string(d.height * 8) + "x" + std::to_string(frames)},
-         {"width", d.width * 8}, {"height", d.height * 8}, {"frames", frames}, {"text_len", d.text}};
-    if (config["image_dim"].is_number_integer()) {
-      w["text_len"] = models::kWanTextContextLength;  // I2V reads the last 512 context tokens as text
-      w["image_len"] = 257;
-    }
-  }
-  return BuildModelGraph(*model, Json::array({w}), models::PublishedName(spec),
-                         "traced by weft-run from the model " + spec.ToString());
+  return TraceAt(spec, models::DefaultWorkload(*models::CreateModel(spec)), models::PublishedName(spec),
+                 "traced by weft-run from the model " + spec.ToString());
 }
 
 std::string ModelGraphHash(const models::ModelSpec& spec) {
-  std::unique_ptr<nn::Module> model = models::CreateModel(spec);
-  const Json config = Json::parse(models::DiffusersConfigOf(*model).second);
   // The hash covers structure only, not traces, so the smallest input that runs every site does.
-  Json w = {{"name", "hash"}, {"height", 16}, {"width", 16}, {"frames", 1}, {"text_len", 2}, {"image_len", 1}};
-  if (config.contains("image_dim") && config["image_dim"].is_number_integer()) {
-    w["text_len"] = models::kWanTextContextLength;  // diffusers' I2V attention reads the last 512 as text
-  }
-  return model::GraphHash(BuildModelGraph(*model, Json::array({w}), spec.ToString(), ""));
+  models::Workload smallest;
+  smallest.frames = 1;
+  smallest.height = smallest.width = 2;
+  smallest.text = 2;
+  return model::GraphHash(TraceAt(spec, smallest, spec.ToString(), ""));
 }
 
 }  // namespace weft::exec

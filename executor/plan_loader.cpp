@@ -47,6 +47,25 @@ models::Workload WorkloadFromGraph(const std::string& family, const model::Workl
   return w;
 }
 
+model::Workload GraphWorkloadFor(const std::string& family, const models::Workload& sizes) {
+  model::Workload w;
+  auto param = [&](const char* key, int64_t value) { w.params.emplace_back(key, std::to_string(value)); };
+  if (family == "flux") {
+    const int64_t height = sizes.height * 16, width = sizes.width * 16;
+    w.name = std::to_string(width) + "x" + std::to_string(height);
+    param("height", height);
+    param("width", width);
+  } else {
+    const int64_t height = sizes.height * 8, width = sizes.width * 8, frames = (sizes.frames - 1) * 4 + 1;
+    w.name = std::to_string(width) + "x" + std::to_string(height) + "x" + std::to_string(frames);
+    param("width", width);
+    param("height", height);
+    param("frames", frames);
+  }
+  param("text_len", sizes.text);
+  return w;
+}
+
 LoadedPlan LoadPlan(const PlanRequest& request) {
   LoadedPlan loaded;
   if (!request.compiled_file.empty()) {

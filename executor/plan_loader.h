@@ -49,4 +49,8 @@ std::string PlanFileFor(const models::ModelSpec& spec, const std::string& data_d
 // text_len), for the model family.
 models::Workload WorkloadFromGraph(const std::string& family, const model::Workload& workload);
 
+// The inverse: the graph workload (named like the committed ones: 1024x1024, 832x480x81) whose
+// params give `sizes` (latent units) back through WorkloadFromGraph.
+model::Workload GraphWorkloadFor(const std::string& family, const models::Workload& sizes);
+
 }  // namespace weft::exec
