@@ -53,6 +53,16 @@ def loadavg():
         return "?"
 
 
+def start(args, prefix):
+    """Cores, the work directory (args.workdir or a new temp dir) and the run's header lines."""
+    cores = len(os.sched_getaffinity(0)) or os.cpu_count() or 1
+    work = pathlib.Path(args.workdir) if args.workdir else pathlib.Path(tempfile.mkdtemp(prefix=prefix))
+    work.mkdir(parents=True, exist_ok=True)
+    print(f"# weft {args.weft_run}", flush=True)
+    print(f"# {cores} cores; load average at start: {loadavg()}; workdir {work}", flush=True)
+    return cores, work
+
+
 def make_fixture(out_dir, seed):
     import torch
     from diffusers import FluxTransformer2DModel
@@ -198,12 +208,7 @@ def main():
 
     ranks = [int(r) for r in args.ranks.split(",") if r]
     only = set(m for m in args.meshes.split(";") if m)
-    cores = len(os.sched_getaffinity(0)) or os.cpu_count() or 1
-    work = pathlib.Path(args.workdir) if args.workdir else pathlib.Path(tempfile.mkdtemp(prefix="weft-flux-e2e-"))
-    work.mkdir(parents=True, exist_ok=True)
-
-    print(f"# weft {args.weft_run}", flush=True)
-    print(f"# {cores} cores; load average at start: {loadavg()}; workdir {work}", flush=True)
+    cores, work = start(args, "weft-flux-e2e-")
     paths, nparams = make_fixture(work, args.seed)
     print(f"# flux:small, {nparams} parameters, 1024 image + 256 text tokens, batch 1, fp32; "
           f"warmup {args.warmup}, iters {args.iters}", flush=True)

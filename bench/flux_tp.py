@@ -19,15 +19,13 @@ max abs difference of the gathered output from diffusers' unsharded output.
 """
 import argparse
 import json
-import os
 import pathlib
 import re
 import shutil
 import sys
-import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from flux_e2e import ROOT, default_weft_run, fmt, loadavg, make_fixture, max_abs, run, tail  # noqa: E402
+from flux_e2e import ROOT, default_weft_run, fmt, loadavg, make_fixture, max_abs, run, start, tail  # noqa: E402
 
 # plans/flux.weft, tensor_parallel section (parameter names relative to the model).
 COLWISE = [r"transformer_blocks\.\d+\.attn\.(to_q|to_k|to_v|add_q_proj|add_k_proj|add_v_proj)",
@@ -80,11 +78,7 @@ def main():
     ap.add_argument("--json", default="", help="also write the results as JSON to this file")
     args = ap.parse_args()
 
-    cores = len(os.sched_getaffinity(0)) or os.cpu_count() or 1
-    work = pathlib.Path(args.workdir) if args.workdir else pathlib.Path(tempfile.mkdtemp(prefix="weft-flux-tp-"))
-    work.mkdir(parents=True, exist_ok=True)
-    print(f"# weft {args.weft_run}", flush=True)
-    print(f"# {cores} cores; load average at start: {loadavg()}; workdir {work}", flush=True)
+    cores, work = start(args, "weft-flux-tp-")
     paths, nparams = make_fixture(work, args.seed)
     sharded, replicated = param_split(paths["weights"])
     print(f"# flux:small, {nparams} parameters ({mib(sharded + replicated)} MiB fp32: {mib(sharded)} MiB "
