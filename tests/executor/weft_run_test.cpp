@@ -166,6 +166,19 @@ TEST(WeftRunJob, OperatorProfilePerRank) {
   }
 }
 
+// Wan end to end: plans/wan.weft compiled against graphs/wan-tiny.graph.json for the job's mesh,
+// installed and checked against one device -- USP with a p2p ring, CP x TP, and an uneven ring
+// (18 tokens over 3 ranks at the first workload).
+TEST(WeftRunJob, WanPlanRunsOnEveryKindOfMesh) {
+  for (const std::string& job : {std::string("--nproc 4 --mesh ring=2,ulysses=2 --workload 64x64x5 --rotate p2p"),
+                                 std::string("--nproc 4 --mesh ulysses=2,tp=2"),
+                                 std::string("--nproc 3 --mesh ring=3 --ring-anything")}) {
+    Shell s = Sh(kWeftRun + " --model wan:tiny --check " + job);
+    EXPECT_EQ(s.status, 0) << job << "\n" << s.output;
+    EXPECT_NE(s.output.find("check passed"), std::string::npos) << job << "\n" << s.output;
+  }
+}
+
 TEST(WeftRunJob, CompiledPlanFromWeftCompileRuns) {
   const std::string compiled = CompileFluxPlan("flux-tiny", "128x128", "--mesh ring=2 --rotate p2p");
   Shell s = Sh(kWeftRun + " --compiled " + compiled + " --nproc 2 --mesh ring=2 --check");
