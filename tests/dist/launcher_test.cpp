@@ -108,8 +108,13 @@ TEST(Launcher, ReportsARankKilledByASignal) {
 }
 
 TEST(Launcher, KillsRanksThatIgnoreSigtermAfterTheGracePeriod) {
-  Captured c = LaunchSh(2, "if [ \"$RANK\" = 1 ]; then exit 3; fi; trap '' TERM; sleep 30 & wait; sleep 30",
-                   std::chrono::milliseconds(500));
+  // Rank 1 fails only once rank 0 ignores SIGTERM (a marker file, keyed by the launcher's pid,
+  // says so); otherwise a loaded machine may deliver the SIGTERM before the trap is set.
+  Captured c = LaunchSh(2,
+                        "m=/tmp/weft_launcher_test_trap_$PPID; "
+                        "if [ \"$RANK\" = 1 ]; then while [ ! -e $m ]; do sleep 0.05; done; rm -f $m; exit 3; fi; "
+                        "trap '' TERM; touch $m; sleep 30 & wait; sleep 30",
+                        std::chrono::milliseconds(500));
   EXPECT_EQ(c.result.exit_code, 3);
   EXPECT_NE(c.err.find("still running after the grace period; sending SIGKILL"), std::string::npos) << c.err;
   EXPECT_LT(c.seconds, 10);
