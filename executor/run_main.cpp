@@ -33,6 +33,7 @@
 #include "runtime/dist/dist_context.h"
 #include "runtime/dist/launcher.h"
 #include "runtime/dist/world.h"
+#include "runtime/nn/fused.h"
 
 namespace {
 
@@ -57,6 +58,7 @@ struct RunOptions {
   bool ring_anything = false;
   std::string rotate = "allgather";
   bool no_fp32_merge = false;
+  bool unfused = false;
   std::string device = "cpu";
   std::string dtype = "fp32";
   std::vector<std::string> weights;
@@ -169,6 +171,7 @@ exec::JobOptions JobOptionsFrom(const RunOptions& o, const JobModel& model, cons
 int RunRank(const RunOptions& o) {
   dist::WorldConfig world = dist::WorldFromEnv();
   dist::ConfigureIntraOpThreads(world.local_world_size, o.threads);
+  nn::SetFusedKernels(!o.unfused);
   dist::MeshShape shape = ResolveMesh(o, world.world_size);
   dist::DistOptions dopts;
   dopts.timeout = std::chrono::milliseconds(o.timeout_ms);
@@ -339,6 +342,8 @@ int main(int argc, char** argv) {
   app.add_option("--rotate", o.rotate, "Ring K/V exchange: allgather or p2p")
       ->check(CLI::IsMember({"allgather", "p2p", "alltoall"}));
   app.add_flag("--no-fp32-merge", o.no_fp32_merge, "Merge ring partial results in the input dtype");
+  app.add_flag("--unfused", o.unfused,
+               "Call every module separately (no fused kernels such as Linear+GELU); for A/B timing");
   app.add_option("--device", o.device, "cpu (Gloo) or cuda (NCCL)")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", o.dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--weights", o.weights, "Checkpoint safetensors file(s) in diffusers key names (default: "

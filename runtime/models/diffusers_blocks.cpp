@@ -5,6 +5,8 @@
 #include <cmath>
 #include <memory>
 
+#include "runtime/nn/fused.h"
+
 namespace weft::models {
 
 using nn::Args;
@@ -122,8 +124,7 @@ AdaLayerNormZero::AdaLayerNormZero(int64_t dim) : Module("AdaLayerNormZero") {
 Outputs AdaLayerNormZero::Forward(Args& args) {
   at::Tensor emb = Call(*Child("linear"), Call(*Child("silu"), args.Tensor("emb")));
   std::vector<at::Tensor> c = emb.chunk(6, 1);  // shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp
-  // shift + normed * (1 + scale) in one pass (addcmul) rather than a product and a sum.
-  at::Tensor x = at::addcmul(c[0].unsqueeze(1), Call(*Child("norm"), args.Tensor("x")), 1 + c[1].unsqueeze(1));
+  at::Tensor x = nn::ModulatedLayerNorm(static_cast<nn::LayerNorm&>(*Child("norm")), args.Tensor("x"), c[1], c[0]);
   return {x, c[2], c[3], c[4], c[5]};
 }
 
@@ -136,8 +137,7 @@ AdaLayerNormZeroSingle::AdaLayerNormZeroSingle(int64_t dim) : Module("AdaLayerNo
 Outputs AdaLayerNormZeroSingle::Forward(Args& args) {
   at::Tensor emb = Call(*Child("linear"), Call(*Child("silu"), args.Tensor("emb")));
   std::vector<at::Tensor> c = emb.chunk(3, 1);  // shift_msa, scale_msa, gate_msa
-  // shift + normed * (1 + scale) in one pass (addcmul) rather than a product and a sum.
-  at::Tensor x = at::addcmul(c[0].unsqueeze(1), Call(*Child("norm"), args.Tensor("x")), 1 + c[1].unsqueeze(1));
+  at::Tensor x = nn::ModulatedLayerNorm(static_cast<nn::LayerNorm&>(*Child("norm")), args.Tensor("x"), c[1], c[0]);
   return {x, c[2]};
 }
 
@@ -153,7 +153,7 @@ Outputs AdaLayerNormContinuous::Forward(Args& args) {
   const at::Tensor& x = args.Tensor("x");
   at::Tensor cond = Call(*Child("silu"), args.Tensor("conditioning_embedding")).to(x.scalar_type());
   std::vector<at::Tensor> c = Call(*Child("linear"), cond).chunk(2, 1);  // scale, shift
-  return {at::addcmul(c[1].unsqueeze(1), Call(*Child("norm"), x), (1 + c[0]).unsqueeze(1))};
+  return {nn::ModulatedLayerNorm(static_cast<nn::LayerNorm&>(*Child("norm")), x, c[0], c[1])};
 }
 
 FP32LayerNorm::FP32LayerNorm(int64_t dim, double eps, bool elementwise_affine)

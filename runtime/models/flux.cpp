@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "runtime/models/diffusers_blocks.h"
+#include "runtime/nn/fused.h"
 
 namespace weft::models {
 
@@ -15,11 +16,6 @@ using nn::Outputs;
 using nn::OutputTensor;
 
 namespace {
-
-// shift + normed * (1 + scale), one pass over the activations (addcmul).
-at::Tensor Modulate(const at::Tensor& normed, const at::Tensor& scale, const at::Tensor& shift) {
-  return at::addcmul(shift.unsqueeze(1), normed, 1 + scale.unsqueeze(1));
-}
 
 // residual + gate * update, one pass (addcmul).
 at::Tensor GatedAdd(const at::Tensor& residual, const at::Tensor& gate, const at::Tensor& update) {
@@ -119,11 +115,12 @@ Outputs FluxTransformerBlock::Forward(Args& args) {
   const Module& norm1c = *Child("norm1_context");
 
   hidden = GatedAdd(hidden, t(n, 1, norm1), t(attn_out, 0, attn));
-  at::Tensor normed = Modulate(Call(*Child("norm2"), hidden), t(n, 3, norm1), t(n, 2, norm1));
+  at::Tensor normed = nn::ModulatedLayerNorm(static_cast<nn::LayerNorm&>(*Child("norm2")), hidden, t(n, 3, norm1), t(n, 2, norm1));
   hidden = GatedAdd(hidden, t(n, 4, norm1), Call(*Child("ff"), normed));
 
   encoder = GatedAdd(encoder, t(c, 1, norm1c), t(attn_out, 1, attn));
-  at::Tensor normed_c = Modulate(Call(*Child("norm2_context"), encoder), t(c, 3, norm1c), t(c, 2, norm1c));
+  at::Tensor normed_c =
+      nn::ModulatedLayerNorm(static_cast<nn::LayerNorm&>(*Child("norm2_context")), encoder, t(c, 3, norm1c), t(c, 2, norm1c));
   encoder = GatedAdd(encoder, t(c, 4, norm1c), Call(*Child("ff_context"), normed_c));
   if (encoder.scalar_type() == at::kHalf) encoder = encoder.clip(-65504, 65504);
   return {encoder, hidden};
@@ -142,18 +139,20 @@ FluxSingleTransformerBlock::FluxSingleTransformerBlock(int64_t dim, int64_t head
 Outputs FluxSingleTransformerBlock::Forward(Args& args) {
   const at::Tensor& encoder = args.Tensor("encoder_hidden_states");
   const int64_t text = encoder.size(1);
-  at::Tensor hidden = at::cat({encoder, args.Tensor("hidden_states")}, 1);
+  // The previous single block's outputs are halves of one tensor: no copy to join them again.
+  at::Tensor hidden = nn::CatOrView({encoder, args.Tensor("hidden_states")}, 1);
   const at::Tensor residual = hidden;
   Outputs n = Call(*Child("norm"), Args().Set("x", hidden).Set("emb", args.Tensor("temb")));
   const at::Tensor& normed = OutputTensor(n, 0, *Child("norm"));
-  at::Tensor mlp = Call(*Child("act_mlp"), Call(*Child("proj_mlp"), normed));
+  at::Tensor mlp = nn::LinearGelu(static_cast<nn::Linear&>(*Child("proj_mlp")),
+                                  static_cast<nn::GELUActivation&>(*Child("act_mlp")), normed);
   Args attn_args;
   attn_args.Set("hidden_states", normed);
   if (args.Has("image_rotary_emb")) attn_args.Set("image_rotary_emb", args.Get("image_rotary_emb"));
   Module& attn = *Child("attn");
   at::Tensor attn_out = OutputTensor(Call(attn, std::move(attn_args)), 0, attn);
-  hidden = at::cat({attn_out, mlp}, 2);
-  hidden = GatedAdd(residual, OutputTensor(n, 1, *Child("norm")), Call(*Child("proj_out"), hidden));
+  const at::Tensor projected = nn::LinearOfConcat(static_cast<nn::Linear&>(*Child("proj_out")), {attn_out, mlp});
+  hidden = GatedAdd(residual, OutputTensor(n, 1, *Child("norm")), projected);
   if (hidden.scalar_type() == at::kHalf) hidden = hidden.clip(-65504, 65504);
   return {hidden.narrow(1, 0, text), hidden.narrow(1, text, hidden.size(1) - text)};
 }

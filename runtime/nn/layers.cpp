@@ -4,6 +4,8 @@
 
 #include <stdexcept>
 
+#include "runtime/nn/fused.h"
+
 namespace weft::nn {
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool bias)
@@ -12,15 +14,21 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias)
   if (bias) AddParameter("bias", {out_features});
 }
 
-Outputs Linear::Forward(Args& args) {
-  const at::Tensor& x = args.Tensor("input");
+std::pair<at::Tensor, std::optional<at::Tensor>> Linear::Operands(int64_t input_width) {
   const at::Tensor& weight = Parameter("weight");
-  if (x.size(-1) != weight.size(1)) {
-    throw std::invalid_argument("Linear `" + fqn() + "`: input width " + std::to_string(x.size(-1)) +
+  if (input_width != weight.size(1)) {
+    throw std::invalid_argument("Linear `" + fqn() + "`: input width " + std::to_string(input_width) +
                                 " but weight is [" + std::to_string(weight.size(0)) + ", " +
                                 std::to_string(weight.size(1)) + "]");
   }
-  return {bias_in_forward_ ? at::linear(x, weight, Parameter("bias")) : at::linear(x, weight)};
+  if (!bias_in_forward_) return {weight, std::nullopt};
+  return {weight, Parameter("bias")};
+}
+
+Outputs Linear::Forward(Args& args) {
+  const at::Tensor& x = args.Tensor("input");
+  auto [weight, bias] = Operands(x.size(-1));
+  return {bias ? at::linear(x, weight, *bias) : at::linear(x, weight)};
 }
 
 at::Tensor Linear::DetachBias() {
@@ -92,8 +100,7 @@ GELU::GELU(int64_t dim_in, int64_t dim_out, bool approximate_tanh, bool bias)
 }
 
 Outputs GELU::Forward(Args& args) {
-  at::Tensor h = Call(*Child("proj"), args.Tensor("hidden_states"));
-  return {at::gelu(h, tanh_ ? "tanh" : "none")};
+  return {LinearGelu(static_cast<Linear&>(*Child("proj")), tanh_, args.Tensor("hidden_states"))};
 }
 
 FeedForward::FeedForward(int64_t dim, int64_t dim_out, int64_t inner_dim, bool approximate_tanh)

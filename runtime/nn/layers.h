@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,9 @@ class Linear : public Module {
   // [attention, mlp]), as diffusers declares in `_tp_packed_row_blocks`; recorded for graphs.
   void SetPackedRowBlocks(std::vector<int64_t> blocks) { packed_row_blocks_ = std::move(blocks); }
   const std::vector<int64_t>& packed_row_blocks() const { return packed_row_blocks_; }
+  // What forward multiplies an input of `input_width` features by: (weight, bias or nullopt
+  // when the bias is not added here), after forward's width check; for runtime/nn/fused.h.
+  std::pair<at::Tensor, std::optional<at::Tensor>> Operands(int64_t input_width);
 
  private:
   std::vector<int64_t> packed_row_blocks_;
@@ -46,6 +51,9 @@ class LayerNorm : public Module {
   LayerNorm(int64_t dim, double eps, bool elementwise_affine);
   std::vector<std::string> Signature() const override { return {"input"}; }
   Outputs Forward(Args& args) override;
+  int64_t dim() const { return dim_; }
+  double eps() const { return eps_; }
+  bool elementwise_affine() const { return affine_; }
 
  private:
   int64_t dim_;
@@ -94,6 +102,7 @@ class GELUActivation : public Module {
   explicit GELUActivation(bool approximate_tanh) : Module("GELU"), tanh_(approximate_tanh) {}
   std::vector<std::string> Signature() const override { return {"input"}; }
   Outputs Forward(Args& args) override;
+  bool approximate_tanh() const { return tanh_; }
 
  private:
   bool tanh_;

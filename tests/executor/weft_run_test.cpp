@@ -166,6 +166,28 @@ TEST(WeftRunJob, OperatorProfilePerRank) {
   }
 }
 
+// Fused kernels (Linear+GELU as one oneDNN matmul, LayerNorm+modulation, split proj_out) are on
+// by default and --unfused turns them off; both runs pass --check, and the operator profile
+// shows which kernels ran (tiny Flux: 2 double blocks x 2 FFs + 2 single blocks = 6 GELUs).
+TEST(WeftRunJob, UnfusedRunsEveryOpSeparatelyAndBothPassTheCheck) {
+  for (const bool unfused : {false, true}) {
+    const std::string prefix = Temp(unfused ? "unfused" : "fused");
+    Shell s = Sh(kWeftRun + " --nproc 2 --mesh ulysses=2 --check --profile-ops " + prefix + (unfused ? " --unfused" : ""));
+    ASSERT_EQ(s.status, 0) << s.output;
+    EXPECT_NE(s.output.find("check passed"), std::string::npos) << s.output;
+    std::ifstream in(prefix + ".rank0.json");
+    ASSERT_TRUE(in.good());
+    const nlohmann::json profile = nlohmann::json::parse(in);
+    const nlohmann::json& events = profile.is_object() ? profile["traceEvents"] : profile;
+    std::map<std::string, int> calls;
+    for (const auto& e : events) {
+      if (e.value("ph", "") == "X") calls[e["name"].get<std::string>()] += 1;
+    }
+    EXPECT_EQ(calls["mkldnn::_linear_pointwise"], unfused ? 0 : 6) << unfused;
+    EXPECT_EQ(calls["aten::gelu"], unfused ? 6 : 0) << unfused;
+  }
+}
+
 // Wan end to end: plans/wan.weft compiled against graphs/wan-tiny.graph.json for the job's mesh,
 // installed and checked against one device -- USP with a p2p ring, CP x TP, and an uneven ring
 // (18 tokens over 3 ranks at the first workload).

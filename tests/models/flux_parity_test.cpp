@@ -6,6 +6,7 @@
 #include "runtime/io/diffusers_dir.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/models/flux.h"
+#include "runtime/nn/fused.h"
 #include "runtime/nn/load_weights.h"
 
 namespace weft::models {
@@ -13,7 +14,8 @@ namespace {
 
 const std::string kDir = std::string(WEFT_FIXTURES) + "/flux_tiny";
 
-TEST(FluxParityTest, TinyMatchesDiffusersUnsharded) {
+// Runs the fixture's forward; error = max|weft - diffusers|, scale = max|diffusers|.
+void ExpectTinyMatchesDiffusers() {
   // The weights as diffusers' save_pretrained wrote them: an index and two shards.
   std::vector<io::SafetensorsFile> shards;
   for (const std::string& file : io::DiffusersWeightFiles(kDir + "/model")) shards.push_back(io::SafetensorsFile::Open(file));
@@ -30,6 +32,18 @@ TEST(FluxParityTest, TinyMatchesDiffusersUnsharded) {
   const double scale = want.abs().max().item<double>();
   const double error = (got - want).abs().max().item<double>();
   EXPECT_LE(error, 1e-4 * scale) << "max abs error " << error << " vs max|ref| " << scale;
+}
+
+// Fused kernels (oneDNN Linear+GELU, LayerNorm+modulation, split proj_out) are on by default.
+TEST(FluxParityTest, TinyMatchesDiffusersUnsharded) {
+  ASSERT_TRUE(nn::FusedKernelsEnabled());
+  ExpectTinyMatchesDiffusers();
+}
+
+TEST(FluxParityTest, TinyMatchesDiffusersUnshardedWithoutFusedKernels) {
+  nn::SetFusedKernels(false);
+  ExpectTinyMatchesDiffusers();
+  nn::SetFusedKernels(true);
 }
 
 TEST(FluxParityTest, ConfigsAreNamed) {

@@ -1,0 +1,52 @@
+#pragma once
+
+// Fused kernels for call sequences that have no hooks in between. Fusing never changes what a
+// plan sees: a fused pair runs only when neither module has a hook installed (the executor's
+// split/gather/reduce hooks, the graph tracer's and --trace's recording hooks all disable it),
+// so every hooked call still happens one by one, and parity tests run both ways.
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+#include "runtime/nn/layers.h"
+
+namespace weft::nn {
+
+// Process-wide switch (default on), for A/B runs and for tests that compare both paths.
+void SetFusedKernels(bool enabled);
+bool FusedKernelsEnabled();
+
+// Whether this LibTorch has the oneDNN kernel LinearGelu fuses into (x86 builds of the PyPI
+// wheel do); without it LinearGelu runs unfused.
+bool FusedLinearGeluAvailable();
+
+// gelu(proj(x)) with the GELU inline in the caller's forward (diffusers' GELU module; tanh
+// approximation when `approximate_tanh`). On CPU in fp32 with a hook-free `proj` this is
+// one oneDNN matmul with the GELU as its epilogue, so the activation never makes a second pass
+// over memory (unfused, a Flux forward spends ~8% of its time in GELU). Elsewhere: Call(proj),
+// then at::gelu.
+at::Tensor LinearGelu(Linear& proj, bool approximate_tanh, const at::Tensor& x);
+
+// activation(proj(x)) where the GELU is a module of its own (Flux's single-block `act_mlp`):
+// fused as above when neither module has a hook, else both are called.
+at::Tensor LinearGelu(Linear& proj, GELUActivation& activation, const at::Tensor& x);
+
+// shift + norm(x) * (1 + scale): diffusers' AdaLN modulation, scale and shift (B, dim). For
+// one sample (B == 1) and a hook-free `norm` without affine parameters of its own, the
+// modulation is that norm's affine transform: one at::layer_norm with weight 1 + scale and
+// bias shift, one pass over x instead of two. Otherwise: Call(norm), then one addcmul.
+at::Tensor ModulatedLayerNorm(LayerNorm& norm, const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift);
+
+// proj(cat(parts, -1)) without the concatenation when `proj` has no hook: one GEMM per part
+// against its column block of proj's weight, accumulated into one output (Flux's single blocks
+// concatenate attention and MLP outputs, 2,560 features per token, only to feed proj_out; the
+// copy cost ~3 ms per block in a tiny-Flux profile). Otherwise: Call(proj, at::cat(parts, -1)).
+at::Tensor LinearOfConcat(Linear& proj, const std::vector<at::Tensor>& parts);
+
+// at::cat(parts, dim), but a view when the parts already lie back to back in one buffer, in
+// order (Flux's single blocks split the previous block's output into text and image tokens
+// and concatenate them again). Same values either way; the view aliases the parts.
+at::Tensor CatOrView(const std::vector<at::Tensor>& parts, int64_t dim);
+
+}  // namespace weft::nn

@@ -1,0 +1,137 @@
+// runtime/nn/fused.h: every fast path gives the unfused result (fp32, stated tolerances), runs
+// only when no hook would be skipped, and is off after SetFusedKernels(false).
+#include "runtime/nn/fused.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace weft::nn {
+namespace {
+
+// Counts the calls of the module it is installed on.
+class CountCalls : public Hook {
+ public:
+  explicit CountCalls(int* calls) : calls_(calls) {}
+  void PreForward(Module&, Args&) override { ++*calls_; }
+
+ private:
+  int* calls_;
+};
+
+std::unique_ptr<Linear> RandomLinear(int64_t in, int64_t out) {
+  auto linear = std::make_unique<Linear>(in, out);
+  linear->Parameter("weight") = at::randn({out, in}) / std::sqrt(static_cast<double>(in));
+  linear->Parameter("bias") = at::randn({out});
+  return linear;
+}
+
+double RelativeError(const at::Tensor& got, const at::Tensor& want) {
+  return (got - want).abs().max().item<double>() / want.abs().max().item<double>();
+}
+
+class FusedTest : public ::testing::Test {
+ protected:
+  void SetUp() override { at::manual_seed(0); }
+  void TearDown() override { SetFusedKernels(true); }
+};
+
+TEST_F(FusedTest, LinearGeluMatchesLinearThenGelu) {
+#if defined(__x86_64__)
+  ASSERT_TRUE(FusedLinearGeluAvailable());  // so this test checks the fused kernel, not the fallback
+#endif
+  auto proj = RandomLinear(64, 256);
+  const at::Tensor x = at::randn({1, 40, 64}) * 3;
+  for (bool tanh : {true, false}) {
+    const at::Tensor want = at::gelu(at::linear(x, proj->Parameter("weight"), proj->Parameter("bias")), tanh ? "tanh" : "none");
+    const at::Tensor got = LinearGelu(*proj, tanh, x);
+    ASSERT_EQ(got.sizes(), want.sizes());
+    EXPECT_LE(RelativeError(got, want), 1e-5) << "tanh " << tanh;
+  }
+}
+
+TEST_F(FusedTest, LinearGeluCallsHookedModules) {
+  auto proj = RandomLinear(16, 32);
+  GELUActivation act(/*approximate_tanh=*/true);
+  const at::Tensor x = at::randn({2, 5, 16});
+  int proj_calls = 0, act_calls = 0;
+  act.AddHook(std::make_shared<CountCalls>(&act_calls));
+  const at::Tensor want = at::gelu(at::linear(x, proj->Parameter("weight"), proj->Parameter("bias")), "tanh");
+  EXPECT_TRUE(at::equal(LinearGelu(*proj, act, x), want));  // unfused: the same ops, bit for bit
+  EXPECT_EQ(act_calls, 1);
+  act.ClearHooks();
+  proj->AddHook(std::make_shared<CountCalls>(&proj_calls));
+  EXPECT_TRUE(at::equal(LinearGelu(*proj, act, x), want));
+  EXPECT_TRUE(at::equal(LinearGelu(*proj, /*approximate_tanh=*/true, x), want));
+  EXPECT_EQ(proj_calls, 2);
+}
+
+TEST_F(FusedTest, DisabledFusionRunsTheUnfusedOps) {
+  SetFusedKernels(false);
+  auto proj = RandomLinear(64, 256);
+  const at::Tensor x = at::randn({1, 40, 64});
+  EXPECT_TRUE(at::equal(LinearGelu(*proj, true, x),
+                        at::gelu(at::linear(x, proj->Parameter("weight"), proj->Parameter("bias")), "tanh")));
+}
+
+TEST_F(FusedTest, ModulatedLayerNormMatchesNormThenModulation) {
+  LayerNorm norm(48, 1e-6, /*elementwise_affine=*/false);
+  for (int64_t batch : {1, 3}) {  // batch 3 cannot fold the modulation into the norm
+    const at::Tensor x = at::randn({batch, 20, 48}) * 2 + 1;
+    const at::Tensor scale = at::randn({batch, 48}), shift = at::randn({batch, 48});
+    const at::Tensor want = at::layer_norm(x, {48}, {}, {}, 1e-6) * (1 + scale.unsqueeze(1)) + shift.unsqueeze(1);
+    EXPECT_LE(RelativeError(ModulatedLayerNorm(norm, x, scale, shift), want), 1e-6) << "batch " << batch;
+  }
+  int calls = 0;
+  norm.AddHook(std::make_shared<CountCalls>(&calls));
+  const at::Tensor x = at::randn({1, 20, 48}), scale = at::randn({1, 48}), shift = at::randn({1, 48});
+  ModulatedLayerNorm(norm, x, scale, shift);
+  EXPECT_EQ(calls, 1);
+}
+
+TEST_F(FusedTest, LinearOfConcatMatchesLinearOfCat) {
+  auto proj = RandomLinear(24 + 96, 24);
+  const at::Tensor a = at::randn({1, 30, 24}), b = at::randn({1, 30, 96});
+  const at::Tensor want = at::linear(at::cat({a, b}, -1), proj->Parameter("weight"), proj->Parameter("bias"));
+  const at::Tensor got = LinearOfConcat(*proj, {a, b});
+  ASSERT_EQ(got.sizes(), want.sizes());
+  EXPECT_LE(RelativeError(got, want), 1e-6);
+  // A hook must see the concatenated input: the module is called on it.
+  int64_t seen_width = 0;
+  class Width : public Hook {
+   public:
+    explicit Width(int64_t* w) : w_(w) {}
+    void PreForward(Module&, Args& args) override { *w_ = args.Tensor("input").size(-1); }
+    int64_t* w_;
+  };
+  proj->AddHook(std::make_shared<Width>(&seen_width));
+  EXPECT_TRUE(at::equal(LinearOfConcat(*proj, {a, b}), want));
+  EXPECT_EQ(seen_width, 120);
+  // A width the weight does not have is the module's own error.
+  proj->ClearHooks();
+  EXPECT_THROW(LinearOfConcat(*proj, {a, a}), std::invalid_argument);
+}
+
+TEST_F(FusedTest, CatOrViewIsAViewOnlyForBackToBackParts) {
+  const at::Tensor whole = at::randn({1, 10, 8});
+  const at::Tensor front = whole.narrow(1, 0, 3), back = whole.narrow(1, 3, 7);
+  const at::Tensor joined = CatOrView({front, back}, 1);
+  EXPECT_TRUE(at::equal(joined, whole));
+  EXPECT_EQ(joined.data_ptr(), whole.data_ptr());  // no copy
+  // Out of order, from different buffers, or with a batch dim in front: a real concatenation.
+  for (const auto& parts : std::vector<std::vector<at::Tensor>>{{back, front}, {front, back.clone()}}) {
+    const at::Tensor got = CatOrView(parts, 1);
+    EXPECT_TRUE(at::equal(got, at::cat(parts, 1)));
+    EXPECT_NE(got.data_ptr(), whole.data_ptr());
+  }
+  const at::Tensor batched = at::randn({2, 10, 8});
+  const std::vector<at::Tensor> halves = {batched.narrow(1, 0, 4), batched.narrow(1, 4, 6)};
+  EXPECT_TRUE(at::equal(CatOrView(halves, 1), batched));
+  EXPECT_NE(CatOrView(halves, 1).data_ptr(), batched.data_ptr());
+}
+
+}  // namespace
+}  // namespace weft::nn
