@@ -25,6 +25,7 @@
 
 #include "compiler/source/version.h"
 #include "compiler/model/graph_json.h"
+#include "executor/allocator_policy.h"
 #include "executor/graph_dump.h"
 #include "executor/model_dir.h"
 #include "executor/plan_loader.h"
@@ -172,6 +173,7 @@ int RunRank(const RunOptions& o) {
   dist::WorldConfig world = dist::WorldFromEnv();
   dist::ConfigureIntraOpThreads(world.local_world_size, o.threads);
   nn::SetFusedKernels(!o.unfused);
+  exec::ReuseFreedMemory();  // best effort: only speed depends on it
   dist::MeshShape shape = ResolveMesh(o, world.world_size);
   dist::DistOptions dopts;
   dopts.timeout = std::chrono::milliseconds(o.timeout_ms);
