@@ -64,17 +64,31 @@ Outputs FluxAttention::Forward(Args& args) {
     ek = SplitHeads(Call(*Child("add_k_proj"), *encoder), d);
     ev = SplitHeads(Call(*Child("add_v_proj"), *encoder), d);
   }
-  q = Call(*Child("norm_q"), q);
-  k = Call(*Child("norm_k"), k);
-  if (encoder) {
-    q = at::cat({Call(*Child("norm_added_q"), eq), q}, 1);
-    k = at::cat({Call(*Child("norm_added_k"), ek), k}, 1);
-    v = at::cat({ev, v}, 1);
-  }
-  if (args.Has("image_rotary_emb") && !std::holds_alternative<std::monostate>(args.Get("image_rotary_emb"))) {
+  const bool rotate =
+      args.Has("image_rotary_emb") && !std::holds_alternative<std::monostate>(args.Get("image_rotary_emb"));
+  std::optional<at::Tensor> fused_q, fused_k;
+  if (rotate) {
     const std::vector<at::Tensor>& rope = args.Tuple("image_rotary_emb");
-    q = ApplyRotary(q, rope.at(0), rope.at(1));
-    k = ApplyRotary(k, rope.at(0), rope.at(1));
+    fused_q = NormRotateJoint("norm_q", q, "norm_added_q", encoder ? &eq : nullptr, rope);
+    if (fused_q) fused_k = NormRotateJoint("norm_k", k, "norm_added_k", encoder ? &ek : nullptr, rope);
+  }
+  if (fused_q && fused_k) {
+    q = *fused_q;
+    k = *fused_k;
+    if (encoder) v = at::cat({ev, v}, 1);
+  } else {
+    q = Call(*Child("norm_q"), q);
+    k = Call(*Child("norm_k"), k);
+    if (encoder) {
+      q = at::cat({Call(*Child("norm_added_q"), eq), q}, 1);
+      k = at::cat({Call(*Child("norm_added_k"), ek), k}, 1);
+      v = at::cat({ev, v}, 1);
+    }
+    if (rotate) {
+      const std::vector<at::Tensor>& rope = args.Tuple("image_rotary_emb");
+      q = ApplyRotary(q, rope.at(0), rope.at(1));
+      k = ApplyRotary(k, rope.at(0), rope.at(1));
+    }
   }
   at::Tensor out = Attend(q, k, v, args.OptionalTensor("attention_mask")).flatten(2, 3).to(q.scalar_type());
   if (!encoder) return {out};
@@ -85,6 +99,22 @@ Outputs FluxAttention::Forward(Args& args) {
   image_out = Call(to_out[1], Call(to_out[0], image_out.contiguous()));
   encoder_out = Call(*Child("to_add_out"), encoder_out.contiguous());
   return {image_out, encoder_out};
+}
+
+std::optional<at::Tensor> FluxAttention::NormRotateJoint(const char* norm, const at::Tensor& x, const char* added_norm,
+                                                         const at::Tensor* encoder_x,
+                                                         const std::vector<at::Tensor>& rope) {
+  const int64_t text = encoder_x != nullptr ? encoder_x->size(1) : 0;
+  if (rope.size() != 2 || rope[0].dim() != 2 || rope[0].size(0) != text + x.size(1)) return std::nullopt;
+  at::Tensor out = at::empty({x.size(0), text + x.size(1), x.size(2), x.size(3)}, x.options());
+  auto part = [&](const char* name, const at::Tensor& in, int64_t start) {
+    at::Tensor rows = out.narrow(1, start, in.size(1));
+    return nn::NormRotateInto(static_cast<nn::RMSNorm&>(*Child(name)), in, rope[0].narrow(0, start, in.size(1)),
+                              rope[1].narrow(0, start, in.size(1)), rows);
+  };
+  if (encoder_x != nullptr && !part(added_norm, *encoder_x, 0)) return std::nullopt;
+  if (!part(norm, x, text)) return std::nullopt;
+  return out;
 }
 
 FluxTransformerBlock::FluxTransformerBlock(int64_t dim, int64_t heads, int64_t head_dim)

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,13 @@ class FluxAttention : public nn::AttentionModule {
   nn::Outputs Forward(nn::Args& args) override;
 
  private:
+  // q or k, normalised and rotated: [norm `added_norm`(encoder_x); norm `norm`(x)] with the
+  // (cos, sin) tables `rope`, written part by part into one buffer by nn::NormRotateInto, so
+  // no RMSNorm, concatenation or rotation pass of its own runs. nullopt where that fast path
+  // does not apply (a hook on a norm, not fp32 on CPU ...); the caller then calls the modules.
+  std::optional<at::Tensor> NormRotateJoint(const char* norm, const at::Tensor& x, const char* added_norm,
+                                            const at::Tensor* encoder_x, const std::vector<at::Tensor>& rope);
+
   bool joint_;
   bool pre_only_;
 };

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/nn/cpu_kernels.h"
+
 namespace weft::nn {
 namespace {
 
@@ -125,6 +127,27 @@ at::Tensor CatOrView(const std::vector<at::Tensor>& parts, int64_t dim) {
   std::vector<int64_t> shape(first.sizes().begin(), first.sizes().end());
   shape[d] = extent;
   return first.as_strided(shape, c10::contiguous_strides(shape), first.storage_offset());
+}
+
+bool NormRotateInto(RMSNorm& norm, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, at::Tensor& out) {
+  if (!FusedKernelsEnabled() || !norm.hooks().empty() || norm.flavour() != RMSNorm::Flavour::kTorch ||
+      !norm.elementwise_affine() || norm.statistics_sharded()) {
+    return false;
+  }
+  auto cpu_fp32 = [](const at::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == at::kFloat; };
+  const at::Tensor& weight = norm.Parameter("weight");
+  if (!cpu_fp32(x) || !cpu_fp32(cos) || !cpu_fp32(sin) || !cpu_fp32(out) || !cpu_fp32(weight)) return false;
+  if (x.dim() != 4 || out.sizes() != x.sizes() || out.stride(3) != 1 || x.size(3) != norm.dim() ||
+      x.size(3) % 2 != 0 || weight.numel() != x.size(3)) {
+    return false;
+  }
+  const std::vector<int64_t> table = {x.size(1), x.size(3)};
+  if (cos.sizes() != table || sin.sizes() != table) return false;
+  const at::Tensor xc = x.contiguous(), cc = cos.contiguous(), sc = sin.contiguous(), wc = weight.contiguous();
+  cpu::RmsNormRotate(xc.data_ptr<float>(), x.size(0), x.size(1), x.size(2), x.size(3), wc.data_ptr<float>(),
+                     static_cast<float>(norm.eps()), cc.data_ptr<float>(), sc.data_ptr<float>(), out.data_ptr<float>(),
+                     {out.stride(0), out.stride(1), out.stride(2)});
+  return true;
 }
 
 }  // namespace weft::nn

@@ -49,4 +49,12 @@ at::Tensor LinearOfConcat(Linear& proj, const std::vector<at::Tensor>& parts);
 // and concatenate them again). Same values either way; the view aliases the parts.
 at::Tensor CatOrView(const std::vector<at::Tensor>& parts, int64_t dim);
 
+// Rotary embedding of RMSNorm(x) for a q or k (B, S, H, D), with `norm` a torch.nn.RMSNorm
+// over D and cos/sin (S, D) tables as diffusers builds them, written into `out` (B, S, H, D),
+// which may be a slice of a larger buffer (joint attention's text or image rows). When `norm`
+// has no hook and everything is fp32 on CPU, this is one pass (runtime/nn/cpu_kernels.h)
+// instead of RMSNorm's five, the rotation's and the joint concatenation's, and returns true;
+// otherwise it does nothing and returns false, and the caller runs the modules.
+bool NormRotateInto(RMSNorm& norm, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, at::Tensor& out);
+
 }  // namespace weft::nn

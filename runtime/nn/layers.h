@@ -79,6 +79,12 @@ class RMSNorm : public Module {
   // all-reduce), so the statistics are those of the full width.
   void ShardStatistics(std::function<void(at::Tensor&)> sum_over_shards, int64_t full_dim);
 
+  int64_t dim() const { return dim_; }
+  double eps() const { return eps_; }
+  bool elementwise_affine() const { return affine_; }
+  Flavour flavour() const { return flavour_; }
+  bool statistics_sharded() const { return static_cast<bool>(sum_over_shards_); }
+
  private:
   int64_t dim_;
   double eps_;

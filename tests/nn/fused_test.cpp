@@ -115,6 +115,56 @@ TEST_F(FusedTest, LinearOfConcatMatchesLinearOfCat) {
   EXPECT_THROW(LinearOfConcat(*proj, {a, a}), std::invalid_argument);
 }
 
+// diffusers' apply_rotary_emb (use_real, unbind_dim -1) after torch.nn.RMSNorm, op by op.
+at::Tensor ReferenceNormRotate(const at::Tensor& x, const at::Tensor& weight, double eps, const at::Tensor& cos,
+                               const at::Tensor& sin) {
+  const at::Tensor y = at::rms_norm(x, {x.size(-1)}, weight, eps);
+  const std::vector<at::Tensor> pair = y.unflatten(-1, {-1, 2}).unbind(-1);
+  const at::Tensor rotated = at::stack({-pair[1], pair[0]}, -1).flatten(3);
+  return y * cos.unsqueeze(0).unsqueeze(2) + rotated * sin.unsqueeze(0).unsqueeze(2);
+}
+
+TEST_F(FusedTest, NormRotateMatchesRmsNormThenRotaryIntoAnySlice) {
+  for (int64_t dim : {64, 24}) {  // 24: the kernel's sum has a remainder after 16 lanes
+    RMSNorm norm(dim, 1e-6, /*elementwise_affine=*/true, RMSNorm::Flavour::kTorch);
+    norm.Parameter("weight") = at::rand({dim}) + 0.5;
+    const int64_t text = 3, image = 11, heads = 5;
+    const at::Tensor angles = at::rand({text + image, dim / 2}) * 6.3;
+    const at::Tensor cos = at::cos(angles).repeat_interleave(2, 1), sin = at::sin(angles).repeat_interleave(2, 1);
+    const at::Tensor x = at::randn({2, image, heads, dim}) * 4;
+    // Write the image rows of a joint (text + image) buffer, as joint attention does.
+    at::Tensor joint = at::zeros({2, text + image, heads, dim});
+    at::Tensor rows = joint.narrow(1, text, image);
+    ASSERT_TRUE(NormRotateInto(norm, x, cos.narrow(0, text, image), sin.narrow(0, text, image), rows)) << dim;
+    const at::Tensor want = ReferenceNormRotate(x, norm.Parameter("weight"), 1e-6, cos.narrow(0, text, image),
+                                                sin.narrow(0, text, image));
+    EXPECT_LE(RelativeError(joint.narrow(1, text, image), want), 1e-6) << dim;
+    EXPECT_EQ(joint.narrow(1, 0, text).abs().max().item<float>(), 0.0f) << "text rows untouched";
+  }
+}
+
+TEST_F(FusedTest, NormRotateLeavesHookedShardedOrNonFp32NormsToTheModules) {
+  RMSNorm norm(8, 1e-6, true, RMSNorm::Flavour::kTorch);
+  norm.Parameter("weight") = at::ones({8});
+  const at::Tensor cos = at::ones({4, 8}), sin = at::zeros({4, 8});
+  const at::Tensor x = at::randn({1, 4, 2, 8});
+  at::Tensor out = at::empty_like(x);
+  int calls = 0;
+  norm.AddHook(std::make_shared<CountCalls>(&calls));
+  EXPECT_FALSE(NormRotateInto(norm, x, cos, sin, out));
+  norm.ClearHooks();
+  at::Tensor half_out = at::empty_like(x, at::kDouble);
+  EXPECT_FALSE(NormRotateInto(norm, x.to(at::kDouble), cos, sin, half_out));
+  EXPECT_FALSE(NormRotateInto(norm, x, cos.narrow(0, 0, 3), sin.narrow(0, 0, 3), out));  // table for 3 tokens
+  norm.ShardStatistics([](at::Tensor&) {}, 16);
+  EXPECT_FALSE(NormRotateInto(norm, x, cos, sin, out));
+  EXPECT_EQ(calls, 0);
+  SetFusedKernels(false);
+  RMSNorm plain(8, 1e-6, true, RMSNorm::Flavour::kTorch);
+  plain.Parameter("weight") = at::ones({8});
+  EXPECT_FALSE(NormRotateInto(plain, x, cos, sin, out));
+}
+
 TEST_F(FusedTest, CatOrViewIsAViewOnlyForBackToBackParts) {
   const at::Tensor whole = at::randn({1, 10, 8});
   const at::Tensor front = whole.narrow(1, 0, 3), back = whole.narrow(1, 3, 7);
