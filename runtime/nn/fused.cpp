@@ -1,7 +1,6 @@
 #include "runtime/nn/fused.h"
 
 #include <ATen/ATen.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/strides.h>
 
 #include <atomic>
@@ -10,47 +9,40 @@
 #include <vector>
 
 #include "runtime/nn/cpu_kernels.h"
+#include "runtime/nn/onednn_linear.h"
 
 namespace weft::nn {
 namespace {
 
 std::atomic<bool> g_fused{true};
 
-// oneDNN's linear with a pointwise epilogue, registered by libtorch_cpu as
-// mkldnn::_linear_pointwise(X, W, B?, attr, scalars, algorithm) (what Inductor emits on CPU).
-const std::optional<c10::OperatorHandle>& LinearPointwiseOp() {
-  static const std::optional<c10::OperatorHandle> op =
-      at::hasMKLDNN() ? c10::Dispatcher::singleton().findSchema({"mkldnn::_linear_pointwise", ""}) : std::nullopt;
-  return op;
-}
-
-bool Fusable(const Linear& proj, const at::Tensor& x) {
-  if (!g_fused.load(std::memory_order_relaxed) || !proj.hooks().empty()) return false;
-  // fp32 only: oneDNN's bf16 matmul needs CPU features this path would have to probe for.
-  if (!x.device().is_cpu() || x.scalar_type() != at::kFloat) return false;
-  return LinearPointwiseOp().has_value();
+// fp32 CPU operands for the oneDNN paths (bf16 matmuls would need CPU features probed first).
+bool OneDnnOperands(const at::Tensor& x, const at::Tensor& weight) {
+  return g_fused.load(std::memory_order_relaxed) && onednn::Available() && x.device().is_cpu() && x.numel() > 0 &&
+         x.scalar_type() == at::kFloat && weight.device().is_cpu() && weight.scalar_type() == at::kFloat;
 }
 
 // The fused kernel, or nothing when proj's operands do not suit it.
 std::optional<at::Tensor> FusedLinearGelu(Linear& proj, bool approximate_tanh, const at::Tensor& x) {
-  if (!Fusable(proj, x)) return std::nullopt;
+  if (!proj.hooks().empty()) return std::nullopt;
   auto [weight, bias] = proj.Operands(x.size(-1));
-  if (weight.scalar_type() != x.scalar_type() || !weight.device().is_cpu()) return std::nullopt;
-  std::vector<c10::IValue> stack{x.contiguous(),
-                                 weight.contiguous(),
-                                 bias ? c10::IValue(*bias) : c10::IValue(),
-                                 c10::IValue(std::string("gelu")),
-                                 c10::IValue(c10::List<std::optional<at::Scalar>>()),
-                                 c10::IValue(std::string(approximate_tanh ? "tanh" : "none"))};
-  LinearPointwiseOp()->callBoxed(&stack);
-  return stack.at(0).toTensor();
+  if (!OneDnnOperands(x, weight)) return std::nullopt;
+  return onednn::Matmul(proj, x, 0, x.size(-1), bias,
+                        approximate_tanh ? onednn::Epilogue::kGeluTanh : onednn::Epilogue::kGeluErf);
 }
 
 }  // namespace
 
 void SetFusedKernels(bool enabled) { g_fused.store(enabled, std::memory_order_relaxed); }
 bool FusedKernelsEnabled() { return g_fused.load(std::memory_order_relaxed); }
-bool FusedLinearGeluAvailable() { return LinearPointwiseOp().has_value(); }
+bool FusedLinearGeluAvailable() { return onednn::Available(); }
+
+std::optional<at::Tensor> PackedLinear(Linear& proj, const at::Tensor& x) {
+  if (x.dim() < 1) return std::nullopt;
+  auto [weight, bias] = proj.Operands(x.size(-1));
+  if (!OneDnnOperands(x, weight)) return std::nullopt;
+  return onednn::Matmul(proj, x, 0, x.size(-1), bias, onednn::Epilogue::kNone);
+}
 
 at::Tensor LinearGelu(Linear& proj, bool approximate_tanh, const at::Tensor& x) {
   if (auto fused = FusedLinearGelu(proj, approximate_tanh, x)) return *fused;
@@ -86,10 +78,19 @@ at::Tensor LinearOfConcat(Linear& proj, const std::vector<at::Tensor>& parts) {
   if (weight.scalar_type() != parts[0].scalar_type() || weight.device() != parts[0].device()) {
     return Call(proj, at::cat(parts, -1));
   }
-  // out = sum_i part_i W[:, block i]^T (+ bias); W's column blocks are strided views that BLAS
-  // reads as transposed matrices, so nothing is copied.
   at::Tensor out;
   int64_t offset = 0;
+  if (OneDnnOperands(parts[0], weight)) {
+    // part_0 W_0^T + b, then part_i W_i^T + previous, the sum in each matmul's epilogue.
+    for (const at::Tensor& p : parts) {
+      out = onednn::Matmul(proj, p, offset, p.size(-1), out.defined() ? std::nullopt : bias, onednn::Epilogue::kNone,
+                           out.defined() ? &out : nullptr);
+      offset += p.size(-1);
+    }
+    return out;
+  }
+  // out = sum_i part_i W[:, block i]^T (+ bias); W's column blocks are strided views that BLAS
+  // reads as transposed matrices, so nothing is copied.
   for (const at::Tensor& p : parts) {
     const at::Tensor rows = p.reshape({-1, p.size(-1)});
     const at::Tensor block = weight.narrow(1, offset, p.size(-1)).t();

@@ -7,6 +7,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <optional>
 #include <vector>
 
 #include "runtime/nn/layers.h"
@@ -17,9 +18,14 @@ namespace weft::nn {
 void SetFusedKernels(bool enabled);
 bool FusedKernelsEnabled();
 
-// Whether this LibTorch has the oneDNN kernel LinearGelu fuses into (x86 builds of the PyPI
-// wheel do); without it LinearGelu runs unfused.
+// Whether this LibTorch has the oneDNN kernels the Linear fast paths use (x86 builds of the
+// PyPI wheel do); without them every Linear runs at::linear.
 bool FusedLinearGeluAvailable();
+
+// proj's forward as a oneDNN matmul on a packed copy of its weight (runtime/nn/onednn_linear.h)
+// for fp32 CPU inputs; nullopt elsewhere (Linear::Forward then runs at::linear). Same function
+// as forward, so hooks do not matter here: they run around forward either way.
+std::optional<at::Tensor> PackedLinear(Linear& proj, const at::Tensor& x);
 
 // gelu(proj(x)) with the GELU inline in the caller's forward (diffusers' GELU module; tanh
 // approximation when `approximate_tanh`). On CPU in fp32 with a hook-free `proj` this is
@@ -38,8 +44,9 @@ at::Tensor LinearGelu(Linear& proj, GELUActivation& activation, const at::Tensor
 // bias shift, one pass over x instead of two. Otherwise: Call(norm), then one addcmul.
 at::Tensor ModulatedLayerNorm(LayerNorm& norm, const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift);
 
-// proj(cat(parts, -1)) without the concatenation when `proj` has no hook: one GEMM per part
-// against its column block of proj's weight, accumulated into one output (Flux's single blocks
+// proj(cat(parts, -1)) without the concatenation when `proj` has no hook: one matmul per part
+// against its (packed) column block of proj's weight, each adding the previous part's result in
+// its epilogue (Flux's single blocks
 // concatenate attention and MLP outputs, 2,560 features per token, only to feed proj_out; the
 // copy cost ~3 ms per block in a tiny-Flux profile). Otherwise: Call(proj, at::cat(parts, -1)).
 at::Tensor LinearOfConcat(Linear& proj, const std::vector<at::Tensor>& parts);

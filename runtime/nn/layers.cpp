@@ -27,6 +27,7 @@ std::pair<at::Tensor, std::optional<at::Tensor>> Linear::Operands(int64_t input_
 
 Outputs Linear::Forward(Args& args) {
   const at::Tensor& x = args.Tensor("input");
+  if (auto packed = PackedLinear(*this, x)) return {*packed};
   auto [weight, bias] = Operands(x.size(-1));
   return {bias ? at::linear(x, weight, *bias) : at::linear(x, weight)};
 }

@@ -37,7 +37,18 @@ class Linear : public Module {
   // when the bias is not added here), after forward's width check; for runtime/nn/fused.h.
   std::pair<at::Tensor, std::optional<at::Tensor>> Operands(int64_t input_width);
 
+  // Copies of (column blocks of) `weight` in oneDNN's blocked layout, each with the weight
+  // tensor and version it was made from; runtime/nn/onednn_linear.h fills and checks them.
+  struct PackedWeight {
+    at::Tensor packed;
+    const void* source = nullptr;
+    int64_t version = -1;
+    int64_t offset = 0, width = 0, bytes = 0;
+  };
+  std::vector<PackedWeight>& packed_weights() { return packed_weights_; }
+
  private:
+  std::vector<PackedWeight> packed_weights_;
   std::vector<int64_t> packed_row_blocks_;
   int64_t in_features_;
   int64_t out_features_;

@@ -1,0 +1,98 @@
+#include "runtime/nn/onednn_linear.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <string>
+#include <vector>
+
+namespace weft::nn::onednn {
+namespace {
+
+std::optional<c10::OperatorHandle> Find(const char* name, const char* overload) {
+  if (!at::hasMKLDNN()) return std::nullopt;
+  return c10::Dispatcher::singleton().findSchema({name, overload});
+}
+
+// mkldnn::_linear_pointwise(X, W, B?, attr, scalars, algorithm)
+const std::optional<c10::OperatorHandle>& PointwiseOp() {
+  static const auto op = Find("mkldnn::_linear_pointwise", "");
+  return op;
+}
+// mkldnn::_linear_pointwise.binary(X, other, W, B?, attr): attr "add" gives X W^T + B + other.
+const std::optional<c10::OperatorHandle>& BinaryOp() {
+  static const auto op = Find("mkldnn::_linear_pointwise", "binary");
+  return op;
+}
+// mkldnn::_reorder_linear_weight(W, batch_size?)
+const std::optional<c10::OperatorHandle>& ReorderOp() {
+  static const auto op = Find("mkldnn::_reorder_linear_weight", "");
+  return op;
+}
+
+std::atomic<int64_t> g_packed_bytes{0};
+
+int64_t PackBudget() {
+  static const int64_t budget = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / 4;
+  return budget;
+}
+
+// The weight block to multiply by: its cached packed copy, a new one, or (over budget) the
+// plain block.
+at::Tensor WeightBlock(Linear& proj, const at::Tensor& weight, int64_t offset, int64_t width, int64_t rows) {
+  std::vector<Linear::PackedWeight>& cache = proj.packed_weights();
+  Linear::PackedWeight* entry = nullptr;
+  for (auto& e : cache) {
+    if (e.offset == offset && e.width == width) entry = &e;
+  }
+  if (entry != nullptr && entry->source == weight.unsafeGetTensorImpl() && entry->version == weight._version()) {
+    return entry->packed;
+  }
+  const at::Tensor block = weight.narrow(1, offset, width).contiguous();
+  const int64_t bytes = block.numel() * static_cast<int64_t>(sizeof(float));
+  const int64_t released = entry != nullptr ? entry->bytes : 0;
+  if (g_packed_bytes.load() - released + bytes > PackBudget()) return block;
+  std::vector<c10::IValue> stack{block, c10::IValue(rows)};
+  ReorderOp()->callBoxed(&stack);
+  if (entry == nullptr) entry = &cache.emplace_back();
+  g_packed_bytes += bytes - released;
+  *entry = {stack.at(0).toTensor(), weight.unsafeGetTensorImpl(), weight._version(), offset, width, bytes};
+  return entry->packed;
+}
+
+}  // namespace
+
+bool Available() { return PointwiseOp() && BinaryOp() && ReorderOp(); }
+
+int64_t PackedBytes() { return g_packed_bytes.load(); }
+
+at::Tensor Matmul(Linear& proj, const at::Tensor& x, int64_t offset, int64_t width,
+                  const std::optional<at::Tensor>& bias, Epilogue epilogue, const at::Tensor* add) {
+  TORCH_CHECK(Available(), "oneDNN linear ops are not registered in this LibTorch");
+  TORCH_CHECK(add == nullptr || epilogue == Epilogue::kNone, "oneDNN Matmul: `add` needs no other epilogue");
+  const at::Tensor& weight = proj.Parameter("weight");
+  TORCH_CHECK(x.size(-1) == width, "oneDNN Matmul `", proj.fqn(), "`: input width ", x.size(-1), " but the block has ",
+              width, " columns");
+  const at::Tensor input = x.reshape({-1, width}).contiguous();
+  const at::Tensor w = WeightBlock(proj, weight, offset, width, input.size(0));
+  const c10::IValue b = bias ? c10::IValue(*bias) : c10::IValue();
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape.back() = weight.size(0);
+  std::vector<c10::IValue> stack;
+  if (add != nullptr) {
+    stack = {input, add->reshape({-1, weight.size(0)}).contiguous(), w, b, c10::IValue(std::string("add"))};
+    BinaryOp()->callBoxed(&stack);
+  } else {
+    const char* attr = epilogue == Epilogue::kNone ? "none" : "gelu";
+    const char* algorithm = epilogue == Epilogue::kGeluTanh ? "tanh" : epilogue == Epilogue::kGeluErf ? "none" : "";
+    stack = {input, w, b, c10::IValue(std::string(attr)), c10::IValue(c10::List<std::optional<at::Scalar>>()),
+             c10::IValue(std::string(algorithm))};
+    PointwiseOp()->callBoxed(&stack);
+  }
+  return stack.at(0).toTensor().view(shape);
+}
+
+}  // namespace weft::nn::onednn
