@@ -14,14 +14,15 @@ namespace {
 #endif
 
 // Rows [begin, end) of the flattened (B, S, H) index.
-WEFT_CPU_CLONES void RmsNormRotateRange(const float* x, int64_t seq, int64_t heads, int64_t dim, const float* weight,
-                                        float eps, const float* cos, const float* sin, float* out, RowStrides o,
+WEFT_CPU_CLONES void RmsNormRotateRange(const float* __restrict x, int64_t seq, int64_t heads, int64_t dim,
+                                        const float* __restrict weight, float eps, const float* __restrict cos,
+                                        const float* __restrict sin, float* __restrict out, RowStrides o,
                                         int64_t begin, int64_t end) {
   constexpr int kLanes = 16;
   for (int64_t row = begin; row < end; ++row) {
     const int64_t h = row % heads, s = (row / heads) % seq, b = row / (heads * seq);
-    const float* xr = x + row * dim;
-    float* yr = out + b * o.batch + s * o.token + h * o.head;
+    const float* __restrict xr = x + row * dim;
+    float* __restrict yr = out + b * o.batch + s * o.token + h * o.head;
     // Sum of squares in kLanes independent partial sums, so the loop vectorizes without
     // reassociating one float accumulator.
     float partial[kLanes] = {};
@@ -33,8 +34,8 @@ WEFT_CPU_CLONES void RmsNormRotateRange(const float* x, int64_t seq, int64_t hea
     for (int l = 0; l < kLanes; ++l) squares += partial[l];
     for (; d < dim; ++d) squares += xr[d] * xr[d];
     const float inv = 1.0f / std::sqrt(squares / static_cast<float>(dim) + eps);
-    const float* cr = cos + s * dim;
-    const float* sr = sin + s * dim;
+    const float* __restrict cr = cos + s * dim;
+    const float* __restrict sr = sin + s * dim;
     for (int64_t i = 0; i < dim; i += 2) {
       const float a = xr[i] * inv * weight[i];
       const float bb = xr[i + 1] * inv * weight[i + 1];
