@@ -35,9 +35,15 @@ const std::optional<c10::OperatorHandle>& ReorderOp() {
 
 std::atomic<int64_t> g_packed_bytes{0};
 
-int64_t PackBudget() {
-  static const int64_t budget = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / 4;
-  return budget;
+// Whether `bytes` more of packed copies fit: the process's copies stay under a quarter of
+// physical memory, and a pack never leaves less than a quarter of it free (several ranks on one
+// machine each hold their own copies, so the second bound is the one that protects them).
+bool PackFits(int64_t held_after) {
+  const int64_t page = sysconf(_SC_PAGESIZE);
+  const int64_t physical = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * page;
+  const int64_t free_now = static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * page;
+  const int64_t growth = held_after - g_packed_bytes.load();
+  return held_after <= physical / 4 && free_now - growth >= physical / 4;
 }
 
 // The weight block to multiply by: its cached packed copy, a new one, or (over budget) the
@@ -54,7 +60,7 @@ at::Tensor WeightBlock(Linear& proj, const at::Tensor& weight, int64_t offset, i
   const at::Tensor block = weight.narrow(1, offset, width).contiguous();
   const int64_t bytes = block.numel() * static_cast<int64_t>(sizeof(float));
   const int64_t released = entry != nullptr ? entry->bytes : 0;
-  if (g_packed_bytes.load() - released + bytes > PackBudget()) return block;
+  if (!PackFits(g_packed_bytes.load() - released + bytes)) return block;
   std::vector<c10::IValue> stack{block, c10::IValue(rows)};
   ReorderOp()->callBoxed(&stack);
   if (entry == nullptr) entry = &cache.emplace_back();
