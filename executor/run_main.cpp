@@ -345,7 +345,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"allgather", "p2p", "alltoall"}));
   app.add_flag("--no-fp32-merge", o.no_fp32_merge, "Merge ring partial results in the input dtype");
   app.add_flag("--unfused", o.unfused,
-               "Call every module separately (no fused kernels such as Linear+GELU); for A/B timing");
+               "No fast paths: every module called on its own and every Linear on at::linear (no fused "
+               "kernels, no packed weight copies); for A/B timing and debugging");
   app.add_option("--device", o.device, "cpu (Gloo) or cuda (NCCL)")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", o.dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--weights", o.weights, "Checkpoint safetensors file(s) in diffusers key names (default: "

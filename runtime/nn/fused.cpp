@@ -5,7 +5,6 @@
 
 #include <atomic>
 #include <optional>
-#include <string>
 #include <vector>
 
 #include "runtime/nn/cpu_kernels.h"
@@ -35,7 +34,6 @@ std::optional<at::Tensor> FusedLinearGelu(Linear& proj, bool approximate_tanh, c
 
 void SetFusedKernels(bool enabled) { g_fused.store(enabled, std::memory_order_relaxed); }
 bool FusedKernelsEnabled() { return g_fused.load(std::memory_order_relaxed); }
-bool FusedLinearGeluAvailable() { return onednn::Available(); }
 
 std::optional<at::Tensor> PackedLinear(Linear& proj, const at::Tensor& x) {
   if (x.dim() < 1) return std::nullopt;
@@ -69,7 +67,7 @@ at::Tensor LinearOfConcat(Linear& proj, const std::vector<at::Tensor>& parts) {
   bool fusable = FusedKernelsEnabled() && proj.hooks().empty() && !parts.empty();
   int64_t width = 0;
   for (const at::Tensor& p : parts) {
-    fusable = fusable && !p.is_meta() && p.dim() >= 2 && p.scalar_type() == parts[0].scalar_type() &&
+    fusable = fusable && !p.is_meta() && p.dim() >= 2 && p.size(-1) > 0 && p.scalar_type() == parts[0].scalar_type() &&
               p.device() == parts[0].device() && p.sizes().slice(0, p.dim() - 1) == parts[0].sizes().slice(0, parts[0].dim() - 1);
     if (p.dim() >= 1) width += p.size(-1);
   }

@@ -18,9 +18,8 @@ namespace weft::nn {
 void SetFusedKernels(bool enabled);
 bool FusedKernelsEnabled();
 
-// Whether this LibTorch has the oneDNN kernels the Linear fast paths use (x86 builds of the
-// PyPI wheel do); without them every Linear runs at::linear.
-bool FusedLinearGeluAvailable();
+// Without the oneDNN linear ops (onednn::Available(); x86 builds of the PyPI wheel have them)
+// every Linear runs at::linear and LinearGelu runs unfused.
 
 // proj's forward as a oneDNN matmul on a packed copy of its weight (runtime/nn/onednn_linear.h)
 // for fp32 CPU inputs; nullopt elsewhere (Linear::Forward then runs at::linear). Same function

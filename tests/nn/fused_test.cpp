@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/nn/onednn_linear.h"
+
 namespace weft::nn {
 namespace {
 
@@ -41,7 +43,7 @@ class FusedTest : public ::testing::Test {
 
 TEST_F(FusedTest, LinearGeluMatchesLinearThenGelu) {
 #if defined(__x86_64__)
-  ASSERT_TRUE(FusedLinearGeluAvailable());  // so this test checks the fused kernel, not the fallback
+  ASSERT_TRUE(onednn::Available());  // so this test checks the fused kernel, not the fallback
 #endif
   auto proj = RandomLinear(64, 256);
   const at::Tensor x = at::randn({1, 40, 64}) * 3;
