@@ -102,24 +102,32 @@ at::Tensor CpAttentionKernel::Run(const at::Tensor& q, const at::Tensor& k, cons
   options.rotate = attention_.rotate_method == plan::RotateMethod::kP2p ? runtime::RingRotate::kP2p
                                                                          : runtime::RingRotate::kAllGather;
   options.label = site_;
+  options.exchange_shapes = uneven_ || !shapes_checked_;
   try {
+    at::Tensor out;
     switch (attention_.mode) {
       case plan::AttentionMode::kLocal:
-        return runtime::LocalAttention(q, k, v, key_padding_mask, {std::nullopt, runtime::LocalKernel::kAuto, false}).out;
+        out = runtime::LocalAttention(q, k, v, key_padding_mask, {std::nullopt, runtime::LocalKernel::kAuto, false}).out;
+        break;
       case plan::AttentionMode::kUlysses:
-        return runtime::UlyssesAttention(ctx_, q, k, v, key_padding_mask, options).out;
+        out = runtime::UlyssesAttention(ctx_, q, k, v, key_padding_mask, options).out;
+        break;
       case plan::AttentionMode::kRing:
-        return runtime::RingAttention(ctx_, q, k, v, key_padding_mask, options).out;
+        out = runtime::RingAttention(ctx_, q, k, v, key_padding_mask, options).out;
+        break;
       case plan::AttentionMode::kUsp:
-        return runtime::UspAttention(ctx_, q, k, v, key_padding_mask, options).out;
+        out = runtime::UspAttention(ctx_, q, k, v, key_padding_mask, options).out;
+        break;
     }
+    if (!out.defined()) throw ExecError("unreachable attention mode");
+    shapes_checked_ = true;
+    return out;
   } catch (const ExecError&) {
     throw;
   } catch (const std::exception& e) {
     throw ExecError(Where(ctx_, site_, attention_.origin) + ": " + std::string(plan::AttentionModeName(attention_.mode)) +
                     " attention failed: " + e.what());
   }
-  throw ExecError("unreachable attention mode");
 }
 
 std::string CpAttentionKernel::Name() const {

@@ -45,10 +45,17 @@ class GatherHook : public nn::Hook {
 };
 
 // Context-parallel attention for one site, configured from its plan step.
+//
+// Shape records (every rank's batch, lengths, heads, head dim, dtype, mask and options; one
+// small all-gather, runtime/attention) are exchanged on the site's first call, so ranks that
+// disagree fail there with every rank's shapes in the message. With even splits (`uneven`
+// false: the split hooks refuse a length that does not divide) every rank's lengths equal its
+// own, so later calls skip the exchange: one collective and, on GPUs, one device-to-host copy
+// fewer per attention. Uneven plans exchange on every call: the lengths are not known otherwise.
 class CpAttentionKernel : public nn::AttentionKernel {
  public:
-  CpAttentionKernel(plan::Attention attention, std::string site, dist::DistContext& ctx)
-      : attention_(std::move(attention)), site_(std::move(site)), ctx_(ctx) {}
+  CpAttentionKernel(plan::Attention attention, std::string site, bool uneven, dist::DistContext& ctx)
+      : attention_(std::move(attention)), site_(std::move(site)), uneven_(uneven), ctx_(ctx) {}
   at::Tensor Run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                  const std::optional<at::Tensor>& key_padding_mask) override;
   std::string Name() const override;
@@ -56,6 +63,8 @@ class CpAttentionKernel : public nn::AttentionKernel {
  private:
   plan::Attention attention_;
   std::string site_;
+  bool uneven_;
+  bool shapes_checked_ = false;
   dist::DistContext& ctx_;
 };
 

@@ -168,7 +168,7 @@ InstalledPlan Install(const plan::ExecutionPlan& plan, nn::Module& model, dist::
         site->SetKernel(std::make_shared<nn::LocalAttentionKernel>());
         ++installed.local_attention_sites;
       } else {
-        site->SetKernel(std::make_shared<CpAttentionKernel>(*step.attention, step.module, ctx));
+        site->SetKernel(std::make_shared<CpAttentionKernel>(*step.attention, step.module, uneven, ctx));
         ++installed.cp_attention_sites;
       }
       installed.lines.push_back(step.module + ": attention " + site->kernel().Name());

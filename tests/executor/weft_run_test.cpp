@@ -105,6 +105,28 @@ TEST(WeftRunJob, JsonReportHasLatencyCollectivesAndMemory) {
   EXPECT_EQ(measured_bytes, predicted_bytes) << j.dump(2);
 }
 
+// Shape records (one all-gather per attention site) travel on a site's first call; with even
+// splits later forwards skip them, with uneven ones (lengths differ per rank) every call has one.
+TEST(WeftRunJob, ShapeRecordsAfterTheFirstForwardOnlyWhenSplitsAreUneven) {
+  auto ops_per_forward = [](const std::string& job) {
+    const std::string report = Temp("shapes.json");
+    Shell s = Sh(kWeftRun + " " + job + " --iters 2 --warmup 1 --check --report " + report);
+    EXPECT_EQ(s.status, 0) << job << "\n" << s.output;
+    const nlohmann::json j = nlohmann::json::parse(std::ifstream(report));
+    std::map<std::string, int64_t> calls;
+    for (const auto& c : j["collectives_per_forward"]) {
+      calls[c["axis"].get<std::string>() + " " + c["op"].get<std::string>()] = c["calls"];
+    }
+    return calls;
+  };
+  std::map<std::string, int64_t> even = ops_per_forward("--nproc 2 --mesh ulysses=2");
+  EXPECT_EQ(even["ulysses all_to_all"], 8);
+  EXPECT_EQ(even.count("ulysses all_gather"), 0u);
+  // Uneven ring over 3 ranks: per site one shape record and one K/V all-gather.
+  std::map<std::string, int64_t> uneven = ops_per_forward("--nproc 3 --mesh ring=3 --ring-anything");
+  EXPECT_EQ(uneven["ring all_gather"], 4 + 4);
+}
+
 // --trace: per rank a Chrome trace with the module calls and, on a second track, every
 // collective -- exactly the calls the counters report, inside the forwards that issued them.
 TEST(WeftRunJob, TraceHasModuleCallsAndCollectivesPerRank) {
@@ -134,10 +156,10 @@ TEST(WeftRunJob, TraceHasModuleCallsAndCollectivesPerRank) {
     }
     EXPECT_EQ(calls["<root>"], 2) << rank;
     EXPECT_EQ(calls["transformer_blocks.0"], 2) << rank;
-    // Per forward on tiny Flux (2 double + 2 single blocks): 2 all-to-alls and one shape record
-    // per attention site, one output gather.
+    // Per forward on tiny Flux (2 double + 2 single blocks): 2 all-to-alls per attention site
+    // and one output gather; one shape record per site, in the first forward only (even split).
     EXPECT_EQ(calls["ulysses all_to_all"], 2 * 8) << rank;
-    EXPECT_EQ(calls["ulysses all_gather"], 2 * 4) << rank;
+    EXPECT_EQ(calls["ulysses all_gather"], 4) << rank;
     EXPECT_EQ(calls["cp all_gather"], 2 * 1) << rank;
     for (const auto& [start, end] : collectives) {
       if (start < first_root) continue;  // the barrier before the timed forwards
