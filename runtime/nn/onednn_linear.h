@@ -24,8 +24,9 @@ enum class Epilogue { kNone, kGeluTanh, kGeluErf };
 // the `width` input features from `offset` (Flux's proj_out reads [attention, mlp] features).
 // The packed copy of W[:, cols] lives in `proj` and is remade when the weight is replaced
 // (tensor-parallel shards) or written in place. Packed copies of all layers together stay under
-// a quarter of physical memory and never leave less than a quarter of it free; past that, the
-// matmul reads the plain weight (oneDNN then reorders it per call, as MKL does). `add` (same shape
+// a quarter of physical memory and never leave less than a quarter of it free (free as the
+// kernel counts it, page cache excluded: right after a large checkpoint is read, packing may
+// stop early); past that, the matmul reads the plain weight (reordered per call, as MKL does). `add` (same shape
 // as the result) is summed in the matmul's epilogue; it needs Epilogue::kNone.
 at::Tensor Matmul(Linear& proj, const at::Tensor& x, int64_t offset, int64_t width,
                   const std::optional<at::Tensor>& bias, Epilogue epilogue, const at::Tensor* add = nullptr);
