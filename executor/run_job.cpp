@@ -122,8 +122,10 @@ JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const 
     }
   }
   op_profile.reset();  // writes the profile
-  if (!options.trace.empty()) tracer.DetachCollectives(ctx);
-  if (!options.trace.empty()) tracer.Write(options.trace + ".rank" + std::to_string(ctx.rank()) + ".json");
+  if (!options.trace.empty()) {
+    tracer.DetachCollectives(ctx);
+    tracer.Write(options.trace + ".rank" + std::to_string(ctx.rank()) + ".json");
+  }
   if (leader && !options.output.empty()) io::WriteSafetensors(options.output, {{"output", output}});
 
   if (options.check) {

@@ -26,7 +26,7 @@ std::optional<at::Tensor> FusedLinearGelu(Linear& proj, bool approximate_tanh, c
   if (!proj.hooks().empty()) return std::nullopt;
   auto [weight, bias] = proj.Operands(x.size(-1));
   if (!OneDnnOperands(x, weight)) return std::nullopt;
-  return onednn::Matmul(proj, x, 0, x.size(-1), bias,
+  return onednn::Matmul(proj, weight, x, 0, x.size(-1), bias,
                         approximate_tanh ? onednn::Epilogue::kGeluTanh : onednn::Epilogue::kGeluErf);
 }
 
@@ -35,11 +35,10 @@ std::optional<at::Tensor> FusedLinearGelu(Linear& proj, bool approximate_tanh, c
 void SetFusedKernels(bool enabled) { g_fused.store(enabled, std::memory_order_relaxed); }
 bool FusedKernelsEnabled() { return g_fused.load(std::memory_order_relaxed); }
 
-std::optional<at::Tensor> PackedLinear(Linear& proj, const at::Tensor& x) {
-  if (x.dim() < 1) return std::nullopt;
-  auto [weight, bias] = proj.Operands(x.size(-1));
+std::optional<at::Tensor> PackedLinear(Linear& proj, const at::Tensor& x, const at::Tensor& weight,
+                                       const std::optional<at::Tensor>& bias) {
   if (!OneDnnOperands(x, weight)) return std::nullopt;
-  return onednn::Matmul(proj, x, 0, x.size(-1), bias, onednn::Epilogue::kNone);
+  return onednn::Matmul(proj, weight, x, 0, x.size(-1), bias, onednn::Epilogue::kNone);
 }
 
 at::Tensor LinearGelu(Linear& proj, bool approximate_tanh, const at::Tensor& x) {
@@ -81,7 +80,7 @@ at::Tensor LinearOfConcat(Linear& proj, const std::vector<at::Tensor>& parts) {
   if (OneDnnOperands(parts[0], weight)) {
     // part_0 W_0^T + b, then part_i W_i^T + previous, the sum in each matmul's epilogue.
     for (const at::Tensor& p : parts) {
-      out = onednn::Matmul(proj, p, offset, p.size(-1), out.defined() ? std::nullopt : bias, onednn::Epilogue::kNone,
+      out = onednn::Matmul(proj, weight, p, offset, p.size(-1), out.defined() ? std::nullopt : bias, onednn::Epilogue::kNone,
                            out.defined() ? &out : nullptr);
       offset += p.size(-1);
     }

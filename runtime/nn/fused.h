@@ -21,10 +21,12 @@ bool FusedKernelsEnabled();
 // Without the oneDNN linear ops (onednn::Available(); x86 builds of the PyPI wheel have them)
 // every Linear runs at::linear and LinearGelu runs unfused.
 
-// proj's forward as a oneDNN matmul on a packed copy of its weight (runtime/nn/onednn_linear.h)
-// for fp32 CPU inputs; nullopt elsewhere (Linear::Forward then runs at::linear). Same function
-// as forward, so hooks do not matter here: they run around forward either way.
-std::optional<at::Tensor> PackedLinear(Linear& proj, const at::Tensor& x);
+// proj's forward, x weight^T + bias with proj's Operands, as a oneDNN matmul on a packed copy of
+// the weight (runtime/nn/onednn_linear.h) for fp32 CPU inputs; nullopt elsewhere (Linear::Forward
+// then runs at::linear). Same function as forward, so hooks do not matter here: they run around
+// forward either way.
+std::optional<at::Tensor> PackedLinear(Linear& proj, const at::Tensor& x, const at::Tensor& weight,
+                                       const std::optional<at::Tensor>& bias);
 
 // gelu(proj(x)) with the GELU inline in the caller's forward (diffusers' GELU module; tanh
 // approximation when `approximate_tanh`). On CPU in fp32 with a hook-free `proj` this is
@@ -45,9 +47,8 @@ at::Tensor ModulatedLayerNorm(LayerNorm& norm, const at::Tensor& x, const at::Te
 
 // proj(cat(parts, -1)) without the concatenation when `proj` has no hook: one matmul per part
 // against its (packed) column block of proj's weight, each adding the previous part's result in
-// its epilogue (Flux's single blocks
-// concatenate attention and MLP outputs, 2,560 features per token, only to feed proj_out; the
-// copy cost ~3 ms per block in a tiny-Flux profile). Otherwise: Call(proj, at::cat(parts, -1)).
+// its epilogue (Flux's single blocks concatenate attention and MLP outputs, 2,560 features per
+// token, only to feed proj_out; the copy cost ~3 ms per block in a small-Flux profile). Otherwise: Call(proj, at::cat(parts, -1)).
 at::Tensor LinearOfConcat(Linear& proj, const std::vector<at::Tensor>& parts);
 
 // at::cat(parts, dim), but a view when the parts already lie back to back in one buffer, in

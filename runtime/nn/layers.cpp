@@ -27,8 +27,8 @@ std::pair<at::Tensor, std::optional<at::Tensor>> Linear::Operands(int64_t input_
 
 Outputs Linear::Forward(Args& args) {
   const at::Tensor& x = args.Tensor("input");
-  if (auto packed = PackedLinear(*this, x)) return {*packed};
   auto [weight, bias] = Operands(x.size(-1));
+  if (auto packed = PackedLinear(*this, x, weight, bias)) return {*packed};
   return {bias ? at::linear(x, weight, *bias) : at::linear(x, weight)};
 }
 

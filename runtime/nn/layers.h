@@ -39,9 +39,11 @@ class Linear : public Module {
 
   // Copies of (column blocks of) `weight` in oneDNN's blocked layout, each with the weight
   // tensor and version it was made from; runtime/nn/onednn_linear.h fills and checks them.
+  // `source` is held (not an address) so a freed weight's address cannot pass for a new one;
+  // `packed` undefined records that the pack did not fit in memory for this source.
   struct PackedWeight {
     at::Tensor packed;
-    const void* source = nullptr;
+    at::Tensor source;
     int64_t version = -1;
     int64_t offset = 0, width = 0, bytes = 0;
   };

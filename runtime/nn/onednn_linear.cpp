@@ -47,25 +47,25 @@ bool PackFits(int64_t held_after) {
 }
 
 // The weight block to multiply by: its cached packed copy, a new one, or (over budget) the
-// plain block.
+// plain block. A refused pack is remembered, so the memory check runs once per weight, not on
+// every call.
 at::Tensor WeightBlock(Linear& proj, const at::Tensor& weight, int64_t offset, int64_t width, int64_t rows) {
   std::vector<Linear::PackedWeight>& cache = proj.packed_weights();
-  Linear::PackedWeight* entry = nullptr;
-  for (auto& e : cache) {
-    if (e.offset == offset && e.width == width) entry = &e;
-  }
-  if (entry != nullptr && entry->source == weight.unsafeGetTensorImpl() && entry->version == weight._version()) {
-    return entry->packed;
-  }
+  auto entry = std::find_if(cache.begin(), cache.end(), [&](const auto& e) { return e.offset == offset && e.width == width; });
+  if (entry == cache.end()) entry = cache.insert(cache.end(), Linear::PackedWeight{{}, {}, -1, offset, width, 0});
+  const bool current = entry->source.defined() && entry->source.is_same(weight) && entry->version == weight._version();
+  if (current && entry->packed.defined()) return entry->packed;
   const at::Tensor block = weight.narrow(1, offset, width).contiguous();
+  if (current) return block;  // known not to fit
   const int64_t bytes = block.numel() * static_cast<int64_t>(sizeof(float));
-  const int64_t released = entry != nullptr ? entry->bytes : 0;
-  if (!PackFits(g_packed_bytes.load() - released + bytes)) return block;
+  g_packed_bytes -= entry->bytes;
+  *entry = {at::Tensor(), weight, weight._version(), offset, width, 0};
+  if (!PackFits(g_packed_bytes.load() + bytes)) return block;
   std::vector<c10::IValue> stack{block, c10::IValue(rows)};
   ReorderOp()->callBoxed(&stack);
-  if (entry == nullptr) entry = &cache.emplace_back();
-  g_packed_bytes += bytes - released;
-  *entry = {stack.at(0).toTensor(), weight.unsafeGetTensorImpl(), weight._version(), offset, width, bytes};
+  entry->packed = stack.at(0).toTensor();
+  entry->bytes = bytes;
+  g_packed_bytes += bytes;
   return entry->packed;
 }
 
@@ -75,11 +75,10 @@ bool Available() { return PointwiseOp() && BinaryOp() && ReorderOp(); }
 
 int64_t PackedBytes() { return g_packed_bytes.load(); }
 
-at::Tensor Matmul(Linear& proj, const at::Tensor& x, int64_t offset, int64_t width,
+at::Tensor Matmul(Linear& proj, const at::Tensor& weight, const at::Tensor& x, int64_t offset, int64_t width,
                   const std::optional<at::Tensor>& bias, Epilogue epilogue, const at::Tensor* add) {
   TORCH_CHECK(Available(), "oneDNN linear ops are not registered in this LibTorch");
   TORCH_CHECK(add == nullptr || epilogue == Epilogue::kNone, "oneDNN Matmul: `add` needs no other epilogue");
-  const at::Tensor& weight = proj.Parameter("weight");
   TORCH_CHECK(x.size(-1) == width, "oneDNN Matmul `", proj.fqn(), "`: input width ", x.size(-1), " but the block has ",
               width, " columns");
   const at::Tensor input = x.reshape({-1, width}).contiguous();

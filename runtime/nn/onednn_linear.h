@@ -2,7 +2,7 @@
 
 // Linear layers as oneDNN matmuls (the mkldnn:: ops libtorch_cpu registers; what Inductor emits
 // for Linear on CPU) on weights packed once into oneDNN's blocked layout. MKL's sgemm, behind
-// at::linear, re-packs the weight on every call: a perf profile of a tiny-Flux run had MKL's
+// at::linear, re-packs the weight on every call: a perf profile of a small-Flux run had MKL's
 // packing copies at 6% of all CPU samples.
 
 #include <ATen/core/Tensor.h>
@@ -20,15 +20,16 @@ bool Available();
 // What runs on the matmul's result before it is written.
 enum class Epilogue { kNone, kGeluTanh, kGeluErf };
 
-// epilogue(x W[:, cols]^T + bias) + add, for fp32 CPU tensors, with W = proj's weight and cols
+// epilogue(x W[:, cols]^T + bias) + add, for fp32 CPU tensors, with W = `weight` (proj's, as
+// Linear::Operands gives it) and cols
 // the `width` input features from `offset` (Flux's proj_out reads [attention, mlp] features).
 // The packed copy of W[:, cols] lives in `proj` and is remade when the weight is replaced
 // (tensor-parallel shards) or written in place. Packed copies of all layers together stay under
 // a quarter of physical memory and never leave less than a quarter of it free (free as the
 // kernel counts it, page cache excluded: right after a large checkpoint is read, packing may
-// stop early); past that, the matmul reads the plain weight (reordered per call, as MKL does). `add` (same shape
-// as the result) is summed in the matmul's epilogue; it needs Epilogue::kNone.
-at::Tensor Matmul(Linear& proj, const at::Tensor& x, int64_t offset, int64_t width,
+// stop early); past that, the matmul reads the plain weight (reordered per call, as MKL does).
+// `add` (same shape as the result) is summed in the matmul's epilogue; it needs Epilogue::kNone.
+at::Tensor Matmul(Linear& proj, const at::Tensor& weight, const at::Tensor& x, int64_t offset, int64_t width,
                   const std::optional<at::Tensor>& bias, Epilogue epilogue, const at::Tensor* add = nullptr);
 
 // Bytes of packed weights held by the process (for tests and reports).

@@ -36,6 +36,20 @@ Shell Sh(const std::string& command) {
 
 std::string Temp(const std::string& name) { return ::testing::TempDir() + "/weft_run_test_" + name; }
 
+// Calls per operator name in a --profile-ops file (LibTorch's Chrome trace of one rank).
+std::map<std::string, int> OperatorCalls(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  if (!in.good()) return {};
+  const nlohmann::json profile = nlohmann::json::parse(in);
+  const nlohmann::json& events = profile.is_object() ? profile["traceEvents"] : profile;
+  std::map<std::string, int> calls;
+  for (const auto& e : events) {
+    if (e.value("ph", "") == "X") calls[e["name"].get<std::string>()] += 1;
+  }
+  return calls;
+}
+
 // `weft compile plans/flux.weft` against graphs/<graph>.graph.json; returns the compiled file.
 std::string CompileFluxPlan(const std::string& graph, const std::string& workload, const std::string& flags) {
   std::string name = graph + "_" + workload + flags;
@@ -175,14 +189,7 @@ TEST(WeftRunJob, OperatorProfilePerRank) {
   Shell s = Sh(kWeftRun + " --nproc 2 --mesh ulysses=2 --iters 2 --profile-ops " + prefix);
   ASSERT_EQ(s.status, 0) << s.output;
   for (int rank : {0, 1}) {
-    std::ifstream in(prefix + ".rank" + std::to_string(rank) + ".json");
-    ASSERT_TRUE(in.good()) << rank;
-    const nlohmann::json profile = nlohmann::json::parse(in);
-    const nlohmann::json& events = profile.is_object() ? profile["traceEvents"] : profile;
-    std::map<std::string, int> calls;
-    for (const auto& e : events) {
-      if (e.value("ph", "") == "X") calls[e["name"].get<std::string>()] += 1;
-    }
+    std::map<std::string, int> calls = OperatorCalls(prefix + ".rank" + std::to_string(rank) + ".json");
     EXPECT_GT(calls["mkldnn::_linear_pointwise"], 0) << rank;  // the Linear layers (oneDNN fast path)
     EXPECT_EQ(calls["gloo:all_to_all"], 2 * 8) << rank;  // 2 forwards x 4 sites x 2
   }
@@ -197,14 +204,7 @@ TEST(WeftRunJob, UnfusedRunsEveryOpSeparatelyAndBothPassTheCheck) {
     Shell s = Sh(kWeftRun + " --nproc 2 --mesh ulysses=2 --check --profile-ops " + prefix + (unfused ? " --unfused" : ""));
     ASSERT_EQ(s.status, 0) << s.output;
     EXPECT_NE(s.output.find("check passed"), std::string::npos) << s.output;
-    std::ifstream in(prefix + ".rank0.json");
-    ASSERT_TRUE(in.good());
-    const nlohmann::json profile = nlohmann::json::parse(in);
-    const nlohmann::json& events = profile.is_object() ? profile["traceEvents"] : profile;
-    std::map<std::string, int> calls;
-    for (const auto& e : events) {
-      if (e.value("ph", "") == "X") calls[e["name"].get<std::string>()] += 1;
-    }
+    std::map<std::string, int> calls = OperatorCalls(prefix + ".rank0.json");
     EXPECT_EQ(calls["aten::gelu"], unfused ? 6 : 0) << unfused;
     if (unfused) {
       EXPECT_EQ(calls["mkldnn::_linear_pointwise"], 0);
