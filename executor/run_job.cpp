@@ -166,6 +166,10 @@ JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const 
                                {"bytes_sent", s.bytes_sent}});
       }
     }
+    nlohmann::json transport = nlohmann::json::object();
+    for (dist::Axis axis : dist::kAllAxes) {
+      if (ctx.AxisSize(axis) > 1) transport[dist::AxisName(axis)] = ctx.CpuTransport(axis);
+    }
     nlohmann::json predicted = nlohmann::json::array();
     for (const plan::AxisTraffic& t : plan.cost.per_axis) {
       predicted.push_back({{"axis", t.axis}, {"collectives", t.collectives}, {"bytes_sent", t.bytes}});
@@ -186,6 +190,7 @@ JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const 
                         {"max", *std::max_element(result.latencies_ms.begin(), result.latencies_ms.end())},
                         {"iters", result.latencies_ms.size()}, {"warmup", options.warmup}}},
         {"collectives_per_forward", collectives},
+        {"cpu_transport", transport},
         {"predicted_per_forward", predicted},
         {"predicted_bytes_per_forward", plan.cost.bytes},
         {"peak_rss_bytes_per_rank", rss},

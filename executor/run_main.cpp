@@ -60,6 +60,7 @@ struct RunOptions {
   std::string rotate = "allgather";
   bool no_fp32_merge = false;
   bool unfused = false;
+  std::string cpu_transport = "shm";
   std::string device = "cpu";
   std::string dtype = "fp32";
   std::vector<std::string> weights;
@@ -177,6 +178,7 @@ int RunRank(const RunOptions& o) {
   dist::MeshShape shape = ResolveMesh(o, world.world_size);
   dist::DistOptions dopts;
   dopts.timeout = std::chrono::milliseconds(o.timeout_ms);
+  if (o.cpu_transport == "gloo") dopts.shm_budget_bytes = 0;
   auto start = std::chrono::steady_clock::now();
   std::unique_ptr<dist::DistContext> ctx = dist::DistContext::Create(world, shape, dopts);
   double setup_ms =
@@ -347,6 +349,10 @@ int main(int argc, char** argv) {
   app.add_flag("--unfused", o.unfused,
                "No fast paths: every module called on its own and every Linear on at::linear (no fused "
                "kernels, no packed weight copies); for A/B timing and debugging");
+  app.add_option("--cpu-transport", o.cpu_transport,
+                 "CPU collectives: shm (shared memory between ranks on one host; groups spanning hosts use "
+                 "Gloo) or gloo")
+      ->check(CLI::IsMember({"shm", "gloo"}));
   app.add_option("--device", o.device, "cpu (Gloo) or cuda (NCCL)")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", o.dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--weights", o.weights, "Checkpoint safetensors file(s) in diffusers key names (default: "

@@ -1,5 +1,7 @@
 #include "runtime/dist/dist_context.h"
 
+#include "runtime/dist/shm_transport.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <numeric>
@@ -8,6 +10,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -61,6 +64,8 @@ struct Backend {
   std::vector<int> ranks;
   c10::intrusive_ptr<c10d::Backend> gloo;
   c10::intrusive_ptr<c10d::Backend> nccl;
+  std::unique_ptr<ShmTransport> shm;  // CPU collectives when set
+  std::string shm_why_not;
 };
 
 struct AxisGroup {
@@ -188,10 +193,34 @@ struct DistContext::Impl {
     } catch (const std::exception& e) {
       msg = BackendMessage(e);
     }
-    throw DistError(Context(axis, op) + " with " + shapes + " failed after " +
-                    std::to_string(ElapsedMs(start)) + " ms (timeout " +
-                    std::to_string(options.timeout.count()) + " ms): " + msg +
-                    " (a peer may have exited)");
+    throw Failed(axis, op, shapes, start, msg);
+  }
+
+  DistError Failed(Axis axis, const char* op, const std::string& shapes, Clock::time_point start,
+                   const std::string& msg) {
+    return DistError(Context(axis, op) + " with " + shapes + " failed after " + std::to_string(ElapsedMs(start)) +
+                     " ms (timeout " + std::to_string(options.timeout.count()) + " ms): " + msg +
+                     " (a peer may have exited)");
+  }
+
+  // The shared-memory transport for a CPU tensor on `axis`, or null (use the backend).
+  ShmTransport* Shm(Axis axis, const at::Tensor& t) {
+    Backend& b = *Group(axis).backend;
+    return b.shm && t.device().is_cpu() ? b.shm.get() : nullptr;
+  }
+
+  // As Run, for a collective made of shared-memory exchanges (`exchange` runs them).
+  template <class Exchanges>
+  void RunShm(Axis axis, const char* op, const std::string& shapes, Exchanges&& exchange) {
+    auto start = Clock::now();
+    // Named like Gloo's ops ("gloo:all_to_all") in LibTorch's operator profile.
+    RECORD_FUNCTION(std::string("shm:") + op, std::vector<c10::IValue>());
+    try {
+      exchange();
+    } catch (const ShmError& e) {
+      throw Failed(axis, op, shapes, start, e.what());
+    }
+    if (observer) observer(axis, op, start, Clock::now());
   }
 
   void CheckDim(Axis axis, const char* op, const at::Tensor& t, int64_t& dim) {
@@ -290,6 +319,10 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
                       : c10d::ProcessGroupGloo::createDefaultDevice();
   }
 
+  // Waiting ranks poll shared memory only when every busy thread of this host has its own core.
+  const int64_t busy_threads = int64_t{std::max(1, world.local_world_size)} * at::get_num_threads();
+  const std::chrono::microseconds spin(busy_threads <= static_cast<int64_t>(std::thread::hardware_concurrency()) ? 50
+                                                                                                                 : 0);
   std::vector<std::shared_ptr<Backend>> made;
   for (Axis axis : kAllAxes) {
     AxisGroup& g = impl->Group(axis);
@@ -328,6 +361,18 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
                       std::to_string(options.timeout.count()) + " ms): " + BackendMessage(e) +
                       " (a peer may have exited)");
     }
+    if (options.shm_budget_bytes > 0) {
+      try {
+        auto group_store = c10::make_intrusive<c10d::PrefixStore>(prefix, impl->store);
+        b->shm = ShmTransport::Create(*group_store, g.axis_rank, size, options.shm_budget_bytes, options.timeout,
+                                      spin, &b->shm_why_not);
+      } catch (const ShmError& e) {
+        throw DistError(impl->Context(axis, "creating the process group") + ": " + e.what() +
+                        " (a peer may have exited)");
+      }
+    } else {
+      b->shm_why_not = "shared memory is turned off";
+    }
     g.backend = b;
     made.push_back(b);
   }
@@ -346,6 +391,11 @@ int DistContext::AxisSize(Axis axis) const {
 const std::vector<int>& DistContext::GroupRanks(Axis axis) const {
   return impl_->groups[static_cast<int>(axis)].ranks;
 }
+std::string DistContext::CpuTransport(Axis axis) const {
+  const AxisGroup& g = impl_->groups[static_cast<int>(axis)];
+  if (!g.backend) return "local";
+  return g.backend->shm ? "shm" : "gloo (" + g.backend->shm_why_not + ")";
+}
 const CommCounters& DistContext::counters() const { return impl_->counters; }
 void DistContext::SetCollectiveObserver(CollectiveObserver observer) { impl_->observer = std::move(observer); }
 CommCounters& DistContext::counters() { return impl_->counters; }
@@ -356,6 +406,15 @@ at::Tensor DistContext::AllGather(Axis axis, const at::Tensor& input, int64_t di
   const int n = AxisSize(axis);
   impl_->counters.Record(axis, CommOp::kAllGather, Bytes(input) * (n - 1));
   if (n == 1) return input.clone();
+  if (ShmTransport* shm = impl_->Shm(axis, input)) {
+    std::vector<int64_t> shape = input.sizes().vec();
+    shape[dim] *= n;
+    at::Tensor out = at::empty(shape, input.options());
+    std::vector<at::Tensor> recv;
+    for (int j = 0; j < n; ++j) recv.push_back(out.narrow(dim, j * input.size(dim), input.size(dim)));
+    impl_->RunShm(axis, op, "input " + Describe(input), [&] { shm->Exchange(std::vector<at::Tensor>(n, input), recv); });
+    return out;
+  }
   at::Tensor in = input.contiguous();
   std::vector<std::vector<at::Tensor>> outs(1);
   for (int i = 0; i < n; ++i) outs[0].push_back(at::empty_like(in));
@@ -371,10 +430,18 @@ std::vector<int64_t> DistContext::AllGatherSizes(Axis axis, int64_t value) {
   impl_->counters.Record(axis, CommOp::kAllGatherSizes, 8 * (n - 1));
   if (n == 1) return {value};
   at::Tensor in = at::full({1}, value, at::kLong);
+  const char* op = CommOpName(CommOp::kAllGatherSizes);
+  if (ShmTransport* shm = impl_->Shm(axis, in)) {
+    at::Tensor out = at::empty({n}, at::kLong);
+    std::vector<at::Tensor> recv;
+    for (int j = 0; j < n; ++j) recv.push_back(out.narrow(0, j, 1));
+    impl_->RunShm(axis, op, "value " + std::to_string(value), [&] { shm->Exchange(std::vector<at::Tensor>(n, in), recv); });
+    const int64_t* v = out.data_ptr<int64_t>();
+    return std::vector<int64_t>(v, v + n);
+  }
   std::vector<std::vector<at::Tensor>> outs(1);
   for (int i = 0; i < n; ++i) outs[0].push_back(at::empty_like(in));
   std::vector<at::Tensor> ins{in};
-  const char* op = CommOpName(CommOp::kAllGatherSizes);
   c10d::Backend& b = *impl_->Group(axis).backend->gloo;
   impl_->Run(axis, op, "value " + std::to_string(value),
              [&] { return b.allgather(outs, ins, c10d::AllgatherOptions{impl_->options.timeout}); });
@@ -394,6 +461,19 @@ at::Tensor DistContext::AllGatherUneven(Axis axis, const at::Tensor& input, int6
   }
   std::vector<int64_t> sizes = AllGatherSizes(axis, input.size(dim));
   impl_->counters.Record(axis, CommOp::kAllGather, Bytes(input) * (n - 1));
+  if (ShmTransport* shm = impl_->Shm(axis, input)) {
+    std::vector<int64_t> shape = input.sizes().vec();
+    shape[dim] = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
+    at::Tensor out = at::empty(shape, input.options());
+    std::vector<at::Tensor> recv;
+    int64_t offset = 0;
+    for (int j = 0; j < n; ++j) {
+      recv.push_back(out.narrow(dim, offset, sizes[j]));
+      offset += sizes[j];
+    }
+    impl_->RunShm(axis, op, "input " + Describe(input) + " (uneven, sizes exchanged)", [&] { shm->Exchange(std::vector<at::Tensor>(n, input), recv); });
+    return out;
+  }
   // An all-to-all whose every chunk is my shard: each peer receives exactly my bytes, with
   // no padding to the largest shard.
   at::Tensor rows = input.movedim(dim, 0).contiguous();
@@ -423,6 +503,21 @@ at::Tensor DistContext::AllToAll(Axis axis, const at::Tensor& input, int64_t sca
   }
   impl_->counters.Record(axis, CommOp::kAllToAll, Bytes(input) * (n - 1) / n);
   if (n == 1) return input.clone();
+  if (ShmTransport* shm = impl_->Shm(axis, input)) {
+    const int64_t c = input.size(scatter_dim) / n;
+    std::vector<int64_t> shape = input.sizes().vec();
+    shape[scatter_dim] = c;
+    const int64_t g = shape[gather_dim];
+    shape[gather_dim] *= n;
+    at::Tensor out = at::empty(shape, input.options());
+    std::vector<at::Tensor> send, recv;
+    for (int j = 0; j < n; ++j) {
+      send.push_back(input.narrow(scatter_dim, j * c, c));
+      recv.push_back(out.narrow(gather_dim, j * g, g));
+    }
+    impl_->RunShm(axis, op, "input " + Describe(input), [&] { shm->Exchange(send, recv); });
+    return out;
+  }
   at::Tensor in = at::stack(input.chunk(n, scatter_dim), 0);  // [n, chunk...], contiguous
   at::Tensor out = at::empty_like(in);
   std::vector<int64_t> none;
@@ -473,12 +568,25 @@ at::Tensor DistContext::AllToAllSingle(Axis axis, const at::Tensor& input,
   std::vector<int64_t> shape = input.sizes().vec();
   shape[0] = std::accumulate(outs.begin(), outs.end(), int64_t{0});
   if (n == 1) return input.clone();
+  const std::string shapes =
+      "input " + Describe(input) + ", in_splits " + splits_str(ins) + ", out_splits " + splits_str(outs);
+  if (ShmTransport* shm = impl_->Shm(axis, input)) {
+    at::Tensor out = at::empty(shape, input.options());
+    std::vector<at::Tensor> send, recv;
+    int64_t in_offset = 0, out_offset = 0;
+    for (int j = 0; j < n; ++j) {
+      send.push_back(input.narrow(0, in_offset, ins[j]));
+      recv.push_back(out.narrow(0, out_offset, outs[j]));
+      in_offset += ins[j];
+      out_offset += outs[j];
+    }
+    impl_->RunShm(axis, op, shapes, [&] { shm->Exchange(send, recv); });
+    return out;
+  }
   at::Tensor in = input.contiguous();
   at::Tensor out = at::empty(shape, in.options());
   c10d::Backend& b = impl_->BackendFor(axis, in, op);
-  impl_->Run(axis, op,
-             "input " + Describe(input) + ", in_splits " + splits_str(ins) + ", out_splits " +
-                 splits_str(outs),
+  impl_->Run(axis, op, shapes,
              [&] { return b.alltoall_base(out, in, outs, ins, c10d::AllToAllOptions{impl_->options.timeout}); });
   return out;
 }
@@ -490,6 +598,36 @@ void DistContext::AllReduce(Axis axis, at::Tensor& tensor, ReduceKind kind) {
   if (n == 1) return;
   if (!tensor.is_contiguous()) {
     throw DistError(impl_->Context(axis, op) + ": tensor " + Describe(tensor) + " is not contiguous");
+  }
+  if (ShmTransport* shm = impl_->Shm(axis, tensor)) {
+    // Reduce-scatter then all-gather, both as exchanges. Each rank reduces its slice in rank
+    // order, so every rank ends with the same bits.
+    const std::string shapes = "tensor " + Describe(tensor);
+    at::Tensor flat = tensor.view({-1});
+    const int64_t total = flat.numel();
+    std::vector<at::Tensor> slices;
+    for (int64_t j = 0, offset = 0; j < n; ++j) {
+      const int64_t len = total / n + (j < total % n ? 1 : 0);
+      slices.push_back(flat.narrow(0, offset, len));
+      offset += len;
+    }
+    const int me = AxisRank(axis);
+    impl_->RunShm(axis, op, shapes, [&] {
+      at::Tensor parts = at::empty({n, slices[me].numel()}, tensor.options());
+      shm->Exchange(slices, parts.unbind(0));
+      at::Tensor reduced = parts[0].clone();
+      for (int j = 1; j < n; ++j) {
+        if (kind == ReduceKind::kSum) {
+          reduced.add_(parts[j]);
+        } else if (kind == ReduceKind::kMax) {
+          at::maximum_out(reduced, reduced, parts[j]);
+        } else {
+          at::minimum_out(reduced, reduced, parts[j]);
+        }
+      }
+      shm->Exchange(std::vector<at::Tensor>(n, reduced), slices);
+    });
+    return;
   }
   c10d::AllreduceOptions o;
   o.timeout = impl_->options.timeout;
@@ -567,6 +705,11 @@ void DistContext::Barrier(Axis axis) {
   const char* op = CommOpName(CommOp::kBarrier);
   impl_->counters.Record(axis, CommOp::kBarrier, 0);
   if (AxisSize(axis) == 1) return;
+  if (ShmTransport* shm = impl_->Group(axis).backend->shm.get()) {
+    const int n = AxisSize(axis);
+    impl_->RunShm(axis, op, "no tensor", [&] { shm->Exchange(std::vector<at::Tensor>(n), std::vector<at::Tensor>(n)); });
+    return;
+  }
   c10d::BarrierOptions o;
   o.timeout = impl_->options.timeout;
   c10d::Backend& b = *impl_->Group(axis).backend->gloo;

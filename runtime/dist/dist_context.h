@@ -16,7 +16,9 @@
 // DistOptions::timeout. The message names the rank, collective, axis, group ranks and
 // shapes. After such an error the context is unusable; let the process exit.
 //
-// Devices: CPU tensors go over Gloo. CUDA tensors go over NCCL when weft was built with
+// Devices: CPU tensors go through shared memory when every rank of the group runs on this
+// host (shm_transport.h; DistOptions::shm_budget_bytes), else over Gloo; point-to-point
+// SendRecv always uses Gloo. CUDA tensors go over NCCL when weft was built with
 // WEFT_WITH_CUDA and DistOptions::enable_nccl is set; otherwise they are an error.
 
 #include <chrono>
@@ -51,6 +53,12 @@ struct DistOptions {
   // process can take the port in between. -1: world.master_listen_fd, else rank 0 binds
   // master_port itself.
   int master_listen_fd = -1;
+  // Shared memory for the CPU collectives of groups whose ranks share a host: the most
+  // /dev/shm one group's segment may take (a group of n ranks takes 2 n (n-1) pieces of
+  // ShmPieceBytes(n, budget), e.g. 4 MiB for 2 ranks, 24 MiB for 4). 0: Gloo only. A group
+  // uses the smallest budget of its ranks and falls back to Gloo as a whole when any rank
+  // cannot map the segment (CpuTransport says why).
+  int64_t shm_budget_bytes = int64_t{32} << 20;
 };
 
 enum class ReduceKind { kSum, kMax, kMin };
@@ -105,6 +113,9 @@ class DistContext {
   int AxisSize(Axis axis) const;
   // Global ranks of this rank's group on `axis`, ordered by axis rank.
   const std::vector<int>& GroupRanks(Axis axis) const;
+  // How CPU collectives on `axis` travel: "local" (group of one), "shm", or
+  // "gloo (<why not shared memory>)".
+  std::string CpuTransport(Axis axis) const;
 
   // Concatenation along `dim` (negative allowed) of every group member's `input`, in axis
   // rank order. All inputs must have the same shape and dtype. Returns a new tensor.

@@ -113,17 +113,28 @@ void CheckEveryWrapper(DistContext& ctx, Axis axis) {
 struct WorldCase {
   int world_size;
   MeshShape mesh;
+  bool gloo_only = false;  // shared memory off: every CPU collective over Gloo
 };
 
-void PrintTo(const WorldCase& c, std::ostream* os) { *os << c.world_size << " ranks, " << c.mesh.ToString(); }
+void PrintTo(const WorldCase& c, std::ostream* os) {
+  *os << c.world_size << " ranks, " << c.mesh.ToString() << (c.gloo_only ? ", gloo only" : "");
+}
 
 class EveryWrapper : public ::testing::TestWithParam<WorldCase> {};
 
 TEST_P(EveryWrapper, ExactOnEveryAxis) {
   const WorldCase c = GetParam();
-  RunOnRanks(c.world_size, c.mesh, [](DistContext& ctx) {
-    for (Axis axis : kAllAxes) CheckEveryWrapper(ctx, axis);
-  });
+  MultiRankOptions o;
+  if (c.gloo_only) o.dist.shm_budget_bytes = 0;
+  RunOnRanks(c.world_size, c.mesh, [&](DistContext& ctx) {
+    for (Axis axis : kAllAxes) {
+      const std::string want = ctx.AxisSize(axis) == 1 ? "local"
+                               : c.gloo_only           ? "gloo (shared memory is turned off)"
+                                                       : "shm";
+      EXPECT_EQ(ctx.CpuTransport(axis), want) << AxisName(axis);
+      CheckEveryWrapper(ctx, axis);
+    }
+  }, o);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -131,10 +142,31 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(WorldCase{1, Shape(1, 1, 1)}, WorldCase{2, Shape(2, 1, 1)},
                       WorldCase{3, Shape(1, 3, 1)}, WorldCase{4, Shape(2, 2, 1)},
                       WorldCase{6, Shape(3, 2, 1, {Axis::kUlysses, Axis::kRing, Axis::kTp})},
-                      WorldCase{8, Shape(2, 2, 2)}),
+                      WorldCase{8, Shape(2, 2, 2)}, WorldCase{3, Shape(1, 3, 1), true},
+                      WorldCase{4, Shape(2, 2, 1), true}),
     [](const ::testing::TestParamInfo<WorldCase>& p) {
-      return "world" + std::to_string(p.param.world_size);
+      return "world" + std::to_string(p.param.world_size) + (p.param.gloo_only ? "_gloo" : "");
     });
+
+// Messages larger than a shared-memory piece (1 MiB for two ranks) stream through in pieces,
+// from and into strided tensors, both ways, several times over.
+TEST(Collectives, LargeStridedMessagesOverSharedMemory) {
+  RunOnRanks(2, Shape(1, 2, 1), [](DistContext& ctx) {
+    ASSERT_EQ(ctx.CpuTransport(Axis::kUlysses), "shm");
+    const int r = ctx.rank();
+    const int64_t S = 3000, H = 8, D = 64;  // 6.1 MB per rank; 3 pieces per peer each way
+    at::Tensor global = at::arange(2 * S * H * D, at::kFloat).view({1, 2 * S, H, D});
+    at::Tensor local = global.narrow(1, r * S, S);  // strided (a slice along the sequence)
+    for (int round = 0; round < 3; ++round) {
+      at::Tensor heads = ctx.AllToAll(Axis::kUlysses, local, 2, 1);
+      EXPECT_TENSOR_EQ(heads, global.narrow(2, r * H / 2, H / 2).contiguous());
+      EXPECT_TENSOR_EQ(ctx.AllToAll(Axis::kUlysses, heads, 1, 2), local.contiguous());
+    }
+    at::Tensor sum = at::arange(S * D, at::kDouble) * (r + 1);
+    ctx.AllReduce(Axis::kUlysses, sum);
+    EXPECT_TENSOR_EQ(sum, at::arange(S * D, at::kDouble) * 3);
+  });
+}
 
 // The c10d groups really contain the ranks Mesh says: all-gathering the global rank over each
 // axis gives GroupRanks, for two shapes in non-default orders.

@@ -117,6 +117,18 @@ TEST(WeftRunJob, JsonReportHasLatencyCollectivesAndMemory) {
   EXPECT_EQ(measured_calls, 8) << j.dump(2);
   EXPECT_EQ(measured_calls, predicted_calls) << j.dump(2);
   EXPECT_EQ(measured_bytes, predicted_bytes) << j.dump(2);
+  // Both ranks on this host: every group's CPU collectives go through shared memory.
+  EXPECT_EQ(j["cpu_transport"], nlohmann::json({{"ulysses", "shm"}, {"cp", "shm"}, {"world", "shm"}})) << j.dump(2);
+}
+
+// --cpu-transport gloo: the same job over Gloo, same counters, still matching one device.
+TEST(WeftRunJob, GlooTransportOnRequest) {
+  const std::string report = Temp("gloo.json");
+  Shell s = Sh(kWeftRun + " --nproc 2 --mesh ulysses=2 --cpu-transport gloo --check --report " + report);
+  ASSERT_EQ(s.status, 0) << s.output;
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(report));
+  EXPECT_TRUE(j["check"]["passed"].get<bool>());
+  EXPECT_EQ(j["cpu_transport"]["ulysses"], "gloo (shared memory is turned off)") << j.dump(2);
 }
 
 // Shape records (one all-gather per attention site) travel on a site's first call; with even
@@ -183,7 +195,7 @@ TEST(WeftRunJob, TraceHasModuleCallsAndCollectivesPerRank) {
 }
 
 // --profile-ops: LibTorch's operator profile of the timed forwards, per rank, with the model's
-// GEMMs and the collectives (as gloo ops) in it.
+// GEMMs and the collectives (as shm ops, or gloo ops with --cpu-transport gloo) in it.
 TEST(WeftRunJob, OperatorProfilePerRank) {
   const std::string prefix = Temp("ops");
   Shell s = Sh(kWeftRun + " --nproc 2 --mesh ulysses=2 --iters 2 --profile-ops " + prefix);
@@ -191,7 +203,8 @@ TEST(WeftRunJob, OperatorProfilePerRank) {
   for (int rank : {0, 1}) {
     std::map<std::string, int> calls = OperatorCalls(prefix + ".rank" + std::to_string(rank) + ".json");
     EXPECT_GT(calls["mkldnn::_linear_pointwise"], 0) << rank;  // the Linear layers (oneDNN fast path)
-    EXPECT_EQ(calls["gloo:all_to_all"], 2 * 8) << rank;  // 2 forwards x 4 sites x 2
+    EXPECT_EQ(calls["shm:all_to_all"], 2 * 8) << rank;  // 2 forwards x 4 sites x 2
+    EXPECT_EQ(calls["gloo:all_to_all"], 0) << rank;
   }
 }
 

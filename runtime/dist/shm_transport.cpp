@@ -1,0 +1,439 @@
+#include "runtime/dist/shm_transport.h"
+
+#include <fcntl.h>
+#include <immintrin.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include <ATen/ATen.h>
+
+namespace weft::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr uint64_t kMagic = 0x7765667473686d31ULL;  // "weftshm1"
+constexpr int kSlots = 2;
+constexpr int64_t kLine = 64;
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory counters need lock-free atomics");
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared-memory futex words need lock-free atomics");
+
+struct alignas(kLine) SegmentHeader {
+  uint64_t magic;
+  int64_t size;
+  int64_t piece_bytes;
+};
+
+struct alignas(kLine) RankWord {
+  std::atomic<uint32_t> doorbell;  // futex word: bumped whenever a peer published or consumed for us
+  std::atomic<uint32_t> sleepers;  // > 0 while this rank sleeps on the doorbell
+  int32_t pid;
+};
+
+struct alignas(kLine) Counter {
+  std::atomic<uint64_t> value;
+};
+
+struct alignas(kLine) SlotHeader {
+  int64_t message_bytes;  // the whole message this piece belongs to
+  int64_t offset;         // where this piece starts in it
+};
+
+int64_t RoundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+
+int64_t ChannelBytes(int64_t piece) {
+  return 2 * kLine + kSlots * (static_cast<int64_t>(sizeof(SlotHeader)) + RoundUp(piece, kLine));
+}
+
+int64_t SegmentBytes(int size, int64_t piece) {
+  return static_cast<int64_t>(sizeof(SegmentHeader)) + size * static_cast<int64_t>(sizeof(RankWord)) +
+         static_cast<int64_t>(size) * size * ChannelBytes(piece);
+}
+
+std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+std::string ReadFirstLine(const char* path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
+// What identifies "this host" for shared memory: the kernel instance (boot id) and hostname.
+std::string HostIdentity() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  return std::string(host) + "|" + ReadFirstLine("/proc/sys/kernel/random/boot_id");
+}
+
+std::vector<uint8_t> Bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::string String(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
+
+int64_t TensorBytes(const at::Tensor& t) {
+  return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;
+}
+
+// A view of `bytes` of raw memory with `like`'s shape and dtype, row-major.
+at::Tensor ViewAs(void* data, const at::Tensor& like) {
+  return at::from_blob(data, like.sizes(), like.options().device(at::kCPU));
+}
+
+}  // namespace
+
+struct ShmTransport::Segment {
+  void* base = nullptr;
+  int64_t bytes = 0;
+  int size = 0;
+  int64_t piece = 0;
+
+  ~Segment() {
+    if (base) munmap(base, static_cast<size_t>(bytes));
+  }
+  SegmentHeader* header() const { return static_cast<SegmentHeader*>(base); }
+  RankWord* rank_word(int r) const {
+    return reinterpret_cast<RankWord*>(static_cast<char*>(base) + sizeof(SegmentHeader)) + r;
+  }
+  char* channel(int from, int to) const {
+    return static_cast<char*>(base) + sizeof(SegmentHeader) + size * sizeof(RankWord) +
+           (static_cast<int64_t>(from) * size + to) * ChannelBytes(piece);
+  }
+  Counter* written(int from, int to) const { return reinterpret_cast<Counter*>(channel(from, to)); }
+  Counter* consumed(int from, int to) const { return reinterpret_cast<Counter*>(channel(from, to) + kLine); }
+  SlotHeader* slot(int from, int to, uint64_t k) const {
+    char* first = channel(from, to) + 2 * kLine;
+    return reinterpret_cast<SlotHeader*>(first + (k % kSlots) * (sizeof(SlotHeader) + RoundUp(piece, kLine)));
+  }
+  static char* data(SlotHeader* s) { return reinterpret_cast<char*>(s + 1); }
+};
+
+int64_t ShmPieceBytes(int size, int64_t budget_bytes) {
+  if (size < 2) return 0;
+  const int64_t slots = int64_t{2} * size * (size - 1);
+  int64_t piece = std::min<int64_t>(int64_t{1} << 20, budget_bytes / slots);
+  piece = std::max<int64_t>(int64_t{64} << 10, piece);
+  return piece / 4096 * 4096;
+}
+
+namespace {
+
+// Makes (rank 0) or maps (others) the segment; "" on success, else why not.
+std::string MakeSegment(ShmTransport::Segment& seg, c10d::Store& store, int rank, int size, int64_t piece) {
+  seg.size = size;
+  seg.piece = piece;
+  seg.bytes = SegmentBytes(size, piece);
+  std::string name;
+  if (rank == 0) {
+    std::random_device rd;
+    name = "/weft-" + std::to_string(getpid()) + "-" + std::to_string(rd()) + std::to_string(rd());
+    int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    std::string err;
+    if (fd < 0) {
+      err = Errno("shm_open");
+    } else {
+      int rc = posix_fallocate(fd, 0, seg.bytes);  // reserve now: a full /dev/shm fails here, not with SIGBUS later
+      if (rc != 0) {
+        errno = rc;
+        err = Errno(("reserving " + std::to_string(seg.bytes) + " bytes in /dev/shm").c_str());
+      } else {
+        seg.base = mmap(nullptr, static_cast<size_t>(seg.bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (seg.base == MAP_FAILED) {
+          seg.base = nullptr;
+          err = Errno("mmap");
+        }
+      }
+      close(fd);
+    }
+    if (!err.empty()) {
+      if (fd >= 0) shm_unlink(name.c_str());
+      store.set("shm/name", Bytes("!" + err));
+      return err;
+    }
+    // tmpfs pages start zeroed: every counter is 0, no slot is written.
+    SegmentHeader* h = seg.header();
+    h->size = size;
+    h->piece_bytes = piece;
+    for (int r = 0; r < size; ++r) seg.rank_word(r)->pid = 0;
+    std::atomic_thread_fence(std::memory_order_release);
+    h->magic = kMagic;
+    store.set("shm/name", Bytes(name));
+    return "";
+  }
+  name = String(store.get("shm/name"));
+  if (!name.empty() && name[0] == '!') return "group rank 0 could not create the segment: " + name.substr(1);
+  int fd = shm_open(name.c_str(), O_RDWR, 0600);
+  if (fd < 0) return Errno(("shm_open " + name).c_str());
+  seg.base = mmap(nullptr, static_cast<size_t>(seg.bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (seg.base == MAP_FAILED) {
+    seg.base = nullptr;
+    return Errno("mmap");
+  }
+  const SegmentHeader* h = seg.header();
+  if (h->magic != kMagic || h->size != size || h->piece_bytes != piece) {
+    return "segment " + name + " does not have the expected header";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::unique_ptr<ShmTransport> ShmTransport::Create(c10d::Store& store, int rank, int size, int64_t budget_bytes,
+                                                   std::chrono::milliseconds timeout, std::chrono::microseconds spin,
+                                                   std::string* why_not) {
+  auto no = [&](const std::string& why) -> std::unique_ptr<ShmTransport> {
+    if (why_not) *why_not = why;
+    return nullptr;
+  };
+  try {
+    // 1. Agree on whether to try: same host everywhere, every rank willing, the smallest budget.
+    const std::string me = HostIdentity() + "|" + std::to_string(budget_bytes);
+    store.set("shm/host/" + std::to_string(rank), Bytes(me));
+    std::vector<std::string> keys;
+    for (int r = 0; r < size; ++r) keys.push_back("shm/host/" + std::to_string(r));
+    store.wait(keys, timeout);
+    std::string first_host;
+    int64_t budget = budget_bytes;
+    bool same_host = true;
+    for (int r = 0; r < size; ++r) {
+      std::string v = String(store.get(keys[r]));
+      const size_t bar = v.rfind('|');
+      const std::string host = v.substr(0, bar);
+      budget = std::min<int64_t>(budget, std::stoll(v.substr(bar + 1)));
+      if (r == 0) first_host = host;
+      same_host = same_host && host == first_host;
+    }
+    if (budget <= 0) return no("shared memory is turned off on some rank of the group");
+    if (!same_host) return no("the group's ranks run on more than one host");
+
+    // 2. Rank 0 creates the segment, the others map it; 3. everyone reports and reads all reports.
+    auto seg = std::make_unique<Segment>();
+    std::string err = MakeSegment(*seg, store, rank, size, ShmPieceBytes(size, budget));
+    if (err.empty()) {
+      RankWord* w = seg->rank_word(rank);
+      w->pid = static_cast<int32_t>(getpid());
+    }
+    store.set("shm/ok/" + std::to_string(rank), Bytes(err.empty() ? "1" : "!" + err));
+    keys.clear();
+    for (int r = 0; r < size; ++r) keys.push_back("shm/ok/" + std::to_string(r));
+    store.wait(keys, timeout);
+    std::string failure;
+    for (int r = 0; r < size && failure.empty(); ++r) {
+      std::string v = String(store.get(keys[r]));
+      if (v != "1") failure = "group rank " + std::to_string(r) + ": " + v.substr(1);
+    }
+    if (rank == 0 && seg->base) {
+      // Every rank has mapped it (or given up): drop the name so nothing is left in /dev/shm,
+      // whatever happens to the processes later. The mappings keep the memory alive.
+      std::string name = String(store.get("shm/name"));
+      if (!name.empty() && name[0] != '!') shm_unlink(name.c_str());
+    }
+    if (!failure.empty()) return no(failure);
+    return std::unique_ptr<ShmTransport>(new ShmTransport(std::move(seg), rank, size, timeout, spin));
+  } catch (const std::exception& e) {
+    throw ShmError(std::string("shared-memory rendezvous failed: ") + e.what());
+  }
+}
+
+ShmTransport::ShmTransport(std::unique_ptr<Segment> segment, int rank, int size, std::chrono::milliseconds timeout,
+                           std::chrono::microseconds spin)
+    : seg_(std::move(segment)),
+      rank_(rank),
+      size_(size),
+      timeout_(timeout),
+      spin_(spin),
+      sent_(size, 0),
+      received_(size, 0) {}
+
+ShmTransport::~ShmTransport() = default;
+
+int64_t ShmTransport::piece_bytes() const { return seg_->piece; }
+int64_t ShmTransport::segment_bytes() const { return seg_->bytes; }
+
+namespace {
+
+// One direction of one pair during an Exchange.
+struct Flow {
+  int64_t bytes = 0;          // message size
+  int64_t done = 0;           // bytes moved so far
+  bool finished = false;
+  at::Tensor user;            // the caller's tensor (source or destination)
+  at::Tensor staging;         // contiguous copy when the message spans several pieces
+};
+
+void Ring(ShmTransport::Segment& seg, int peer) {
+  RankWord* w = seg.rank_word(peer);
+  w->doorbell.fetch_add(1, std::memory_order_seq_cst);
+  if (w->sleepers.load(std::memory_order_seq_cst) > 0) {
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&w->doorbell), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  }
+}
+
+bool Alive(int32_t pid) { return pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH; }
+
+}  // namespace
+
+void ShmTransport::Exchange(const std::vector<at::Tensor>& send, const std::vector<at::Tensor>& recv) {
+  if (broken_) throw ShmError("the shared-memory transport is unusable after an earlier failure");
+  const int n = size_, me = rank_;
+  Segment& seg = *seg_;
+  const int64_t piece = seg.piece;
+  if (static_cast<int>(send.size()) != n || static_cast<int>(recv.size()) != n) {
+    throw ShmError("Exchange needs one send and one recv tensor per rank");
+  }
+  if (TensorBytes(send[me]) != TensorBytes(recv[me])) {
+    throw ShmError("local piece has " + std::to_string(TensorBytes(send[me])) + " bytes but its buffer " +
+                   std::to_string(TensorBytes(recv[me])));
+  }
+  if (TensorBytes(send[me]) > 0) {
+    recv[me].copy_(send[me].sizes() == recv[me].sizes() ? send[me] : send[me].reshape(recv[me].sizes()));
+  }
+
+  std::vector<Flow> out(n), in(n);
+  int pending = 0;
+  for (int j = 0; j < n; ++j) {
+    if (j == me) continue;
+    out[j].bytes = TensorBytes(send[j]);
+    out[j].user = send[j];
+    if (out[j].bytes > piece) out[j].staging = send[j].contiguous();
+    in[j].bytes = TensorBytes(recv[j]);
+    in[j].user = recv[j];
+    if (in[j].bytes > piece) {
+      in[j].staging = recv[j].is_contiguous() ? recv[j] : at::empty(recv[j].sizes(), recv[j].options());
+    }
+    pending += 2;
+  }
+
+  auto try_send = [&](int j) {
+    Flow& f = out[j];
+    const uint64_t k = sent_[j];
+    if (k - seg.consumed(me, j)->value.load(std::memory_order_acquire) >= kSlots) return false;
+    SlotHeader* s = seg.slot(me, j, k);
+    const int64_t len = std::min(piece, f.bytes - f.done);
+    s->message_bytes = f.bytes;
+    s->offset = f.done;
+    if (len > 0) {
+      if (f.staging.defined()) {
+        std::memcpy(Segment::data(s), static_cast<const char*>(f.staging.data_ptr()) + f.done, len);
+      } else if (f.user.is_contiguous()) {
+        std::memcpy(Segment::data(s), f.user.data_ptr(), len);
+      } else {
+        ViewAs(Segment::data(s), f.user).copy_(f.user);
+      }
+    }
+    seg.written(me, j)->value.store(k + 1, std::memory_order_release);
+    sent_[j] = k + 1;
+    f.done += len;
+    f.finished = f.done >= f.bytes;
+    Ring(seg, j);
+    return true;
+  };
+  auto try_recv = [&](int j) {
+    Flow& f = in[j];
+    const uint64_t k = received_[j];
+    if (seg.written(j, me)->value.load(std::memory_order_acquire) <= k) return false;
+    SlotHeader* s = seg.slot(j, me, k);
+    if (s->message_bytes != f.bytes || s->offset != f.done) {
+      throw ShmError("group rank " + std::to_string(j) + " sent " + std::to_string(s->message_bytes) +
+                     " bytes but this rank expects " + std::to_string(f.bytes) +
+                     " (the ranks' shapes or splits disagree)");
+    }
+    const int64_t len = std::min(piece, f.bytes - f.done);
+    if (len > 0) {
+      if (f.staging.defined()) {
+        std::memcpy(static_cast<char*>(f.staging.data_ptr()) + f.done, Segment::data(s), len);
+      } else if (f.user.is_contiguous()) {
+        std::memcpy(f.user.data_ptr(), Segment::data(s), len);
+      } else {
+        f.user.copy_(ViewAs(Segment::data(s), f.user));
+      }
+    }
+    seg.consumed(j, me)->value.store(k + 1, std::memory_order_release);
+    received_[j] = k + 1;
+    f.done += len;
+    f.finished = f.done >= f.bytes;
+    if (f.finished && f.staging.defined() && !f.staging.is_same(f.user)) f.user.copy_(f.staging);
+    Ring(seg, j);
+    return true;
+  };
+
+  RankWord* mine = seg.rank_word(me);
+  std::vector<bool> gone(n, false);  // seen exited in an earlier quiet slice
+  const auto start = Clock::now();
+  try {
+    while (pending > 0) {
+      const uint32_t bell = mine->doorbell.load(std::memory_order_seq_cst);
+      bool progressed = false;
+      for (int j = 0; j < n; ++j) {
+        if (j == me) continue;
+        if (!out[j].finished && try_send(j)) {
+          progressed = true;
+          if (out[j].finished) --pending;
+        }
+        if (!in[j].finished && try_recv(j)) {
+          progressed = true;
+          if (in[j].finished) --pending;
+        }
+      }
+      if (progressed) continue;
+      // Nothing to do until a peer rings: spin a little (it is usually about to), then sleep.
+      if (spin_.count() > 0) {
+        bool rang = false;
+        const auto until = Clock::now() + spin_;
+        while (!rang && Clock::now() < until) {
+          for (int i = 0; i < 32 && !rang; ++i) {
+            _mm_pause();
+            rang = mine->doorbell.load(std::memory_order_relaxed) != bell;
+          }
+        }
+        if (rang) continue;
+      }
+      mine->sleepers.fetch_add(1, std::memory_order_seq_cst);
+      timespec slice{0, 50 * 1000 * 1000};
+      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&mine->doorbell), FUTEX_WAIT, bell, &slice, nullptr, 0);
+      mine->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+      if (mine->doorbell.load(std::memory_order_seq_cst) != bell) continue;
+      // A quiet slice: is a peer we still need gone, or is the time up? A peer seen gone gets
+      // one more pass, since its last pieces may still sit in the channel.
+      for (int j = 0; j < n; ++j) {
+        if (j == me || (out[j].finished && in[j].finished)) continue;
+        const int32_t pid = seg.rank_word(j)->pid;
+        if (Alive(pid)) continue;
+        if (!gone[j]) {
+          gone[j] = true;
+          continue;
+        }
+        throw ShmError("group rank " + std::to_string(j) + " (pid " + std::to_string(pid) +
+                       ") exited before this exchange finished (sent it " + std::to_string(out[j].done) + " of " +
+                       std::to_string(out[j].bytes) + " bytes, received " + std::to_string(in[j].done) + " of " +
+                       std::to_string(in[j].bytes) + ")");
+      }
+      if (Clock::now() - start > timeout_) {
+        std::string waiting;
+        for (int j = 0; j < n; ++j) {
+          if (j != me && !(out[j].finished && in[j].finished)) {
+            waiting += (waiting.empty() ? "" : ", ") + std::to_string(j);
+          }
+        }
+        throw ShmError("timed out waiting for group rank(s) " + waiting);
+      }
+    }
+  } catch (...) {
+    broken_ = true;
+    throw;
+  }
+}
+
+}  // namespace weft::dist
