@@ -10,12 +10,14 @@ safetensors in a temp dir, computes diffusers' unsharded output once, then for e
 the requested rank counts runs
 
   (a) weft-run --model flux:small --weights W --inputs I --mesh M --nproc N --iters --warmup --report R
+      --cpu-transport T, for each T of --weft-transports (default shm,gloo: weft's shared-memory
+      collectives, and Gloo as diffusers uses it, so the table separates the two)
   (b) torchrun --nproc-per-node N bench/diffusers_cp_worker.py  (gloo on CPU,
       model.enable_parallelism(config=ContextParallelConfig(ulysses_degree=U, ring_degree=R)))
 
 with the same weights, inputs, iteration counts and threads per rank (cores // N), alternating
-weft and diffusers --repeat times per mesh, and prints: mesh, ranks, weft median ms, diffusers
-median ms, weft/diffusers, max|weft - diffusers CP|, max|weft - diffusers unsharded|, and each
+weft and diffusers --repeat times per mesh, and prints: mesh, ranks, weft median ms (first
+transport), diffusers median ms, weft/diffusers, the same with weft on Gloo, max|weft - diffusers CP|, max|weft - diffusers unsharded|, and each
 run's own median. The issue's target is weft/diffusers <= 0.8. Where diffusers cannot run a mesh
 on CPU, the row carries its exact error. Latencies are rank 0's wall time per forward (each
 forward ends in the output gather); the median pools every timed iteration of every repeat
@@ -145,25 +147,28 @@ def fmt(x, spec="{:.1f}"):
 ITER_RE = re.compile(r"weft-run: iteration \d+/\d+: ([0-9.]+) ms")
 
 
-def run_weft(args, paths, work, tag, n, mesh, row):
+def run_weft(args, paths, work, tag, n, mesh, row, transport):
+    tag = f"{tag}_{transport}"
     report, wout, log = work / f"weft_{tag}.json", work / f"weft_{tag}.out.safetensors", work / f"weft_{tag}.log"
-    cmd = [args.weft_run, "--model", "flux:small", "--graph", "graphs/flux-small.graph.json",
+    side = row["weft"].setdefault(transport, {"samples": [], "medians": []})
+    cmd = [args.weft_run, "--cpu-transport", transport, "--model", "flux:small", "--graph", "graphs/flux-small.graph.json",
            "--workload", "512x512", "--nproc", str(n), "--mesh", mesh,
            "--weights", str(paths["weights"]), "--inputs", str(paths["inputs"]),
            "--iters", str(args.iters), "--warmup", str(args.warmup),
            "--threads", str(row["threads_per_rank"]), "--report", str(report), "--output", str(wout)]
     rc, _ = run(cmd, log, args.timeout)
-    row["weft_cmd"] = " ".join(cmd)
+    side["cmd"] = " ".join(cmd)
     if rc == 0 and report.exists():
         rep = json.loads(report.read_text())
-        row["weft_medians"].append(rep["latency_ms"]["median"])
+        side["medians"].append(rep["latency_ms"]["median"])
         # Every timed iteration from rank 0's progress lines (printed when --iters > 1).
         samples = [float(x) for x in ITER_RE.findall(log.read_text())]
-        row["weft_samples"] += samples or [rep["latency_ms"]["median"]]
-        row["weft_collectives"] = rep.get("collectives_per_forward")
-        row["weft_peak_rss"] = rep.get("peak_rss_bytes_per_rank")
+        side["samples"] += samples or [rep["latency_ms"]["median"]]
+        side["collectives"] = rep.get("collectives_per_forward")
+        side["cpu_transport"] = rep.get("cpu_transport")
+        side["peak_rss"] = rep.get("peak_rss_bytes_per_rank")
     else:
-        row["weft_error"] = f"rc={rc}: " + tail(log)
+        side["error"] = f"rc={rc}: " + tail(log)
 
 
 def run_diffusers(args, paths, work, tag, n, ulysses, ring, row):
@@ -198,6 +203,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=2,
                     help="alternate weft and diffusers this many times per mesh; medians pool all timed iterations")
+    ap.add_argument("--weft-transports", default="shm,gloo",
+                    help="weft-run --cpu-transport values to run, comma-separated; the first is the headline")
     ap.add_argument("--seed", type=int, default=2024)
     ap.add_argument("--weft-run", default=default_weft_run())
     ap.add_argument("--python", default=sys.executable, help="python with torch + diffusers for torchrun")
@@ -207,6 +214,8 @@ def main():
     args = ap.parse_args()
 
     ranks = [int(r) for r in args.ranks.split(",") if r]
+    transports = [t for t in args.weft_transports.split(",") if t]
+    main_t = transports[0]
     only = set(m for m in args.meshes.split(";") if m)
     cores, work = start(args, "weft-flux-e2e-")
     paths, nparams = make_fixture(work, args.seed)
@@ -220,14 +229,16 @@ def main():
             if only and mesh not in only:
                 continue
             tag = f"{mesh.replace('=', '').replace(',', '_')}_n{n}"
-            row = {"mesh": mesh, "ranks": n, "threads_per_rank": max(1, cores // n),
-                   "weft_samples": [], "diffusers_samples": [], "weft_medians": [], "diffusers_medians": []}
+            row = {"mesh": mesh, "ranks": n, "threads_per_rank": max(1, cores // n), "weft": {},
+                   "diffusers_samples": [], "diffusers_medians": []}
             # weft and diffusers alternate (W D W D ...) so slow phases of a shared machine hit both.
             for rep in range(args.repeat):
-                if not row.get("weft_error"):
-                    run_weft(args, paths, work, f"{tag}_r{rep}", n, mesh, row)
-                    print(f"# weft {mesh} x{n} [{rep + 1}/{args.repeat}]: median={fmt(last(row['weft_medians']))} ms"
-                          f"; load {loadavg()}", flush=True)
+                for t in transports:
+                    if row["weft"].get(t, {}).get("error"):
+                        continue
+                    run_weft(args, paths, work, f"{tag}_r{rep}", n, mesh, row, t)
+                    print(f"# weft ({t}) {mesh} x{n} [{rep + 1}/{args.repeat}]: "
+                          f"median={fmt(last(row['weft'][t]['medians']))} ms; load {loadavg()}", flush=True)
                     loads.append(loadavg())
                 if not row.get("diffusers_error"):
                     run_diffusers(args, paths, work, f"{tag}_r{rep}", n, ulysses, ring, row)
@@ -236,35 +247,47 @@ def main():
                           f"; load {loadavg()}", flush=True)
                     loads.append(loadavg())
             # Pooled median of every timed iteration of every repeat.
-            if row["weft_samples"]:
-                row["weft_ms"] = statistics.median(row["weft_samples"])
+            for side in row["weft"].values():
+                if side["samples"]:
+                    side["ms"] = statistics.median(side["samples"])
             if row["diffusers_samples"]:
                 row["diffusers_ms"] = statistics.median(row["diffusers_samples"])
-            wout, dout = work / f"weft_{tag}_r0.out.safetensors", work / f"diffusers_{tag}_r0.out.safetensors"
+            wout = work / f"weft_{tag}_r0_{main_t}.out.safetensors"
+            dout = work / f"diffusers_{tag}_r0.out.safetensors"
             row["diff_cp"] = max_abs(wout, dout) if row.get("diffusers_ms") is not None else None
             row["diff_ref"] = max_abs(wout, paths["reference"])
             rows.append(row)
 
     print()
-    print(f"Flux small (2+4 blocks, hidden 512), 1024+256 tokens, fp32, CPU/gloo; median of {args.repeat} x "
-          f"{args.iters} iterations (each run after {args.warmup} warm-up; weft/diffusers alternating); {cores} cores")
+    print(f"Flux small (2+4 blocks, hidden 512), 1024+256 tokens, fp32, CPU; weft over {' and '.join(transports)}, "
+          f"diffusers over gloo; median of {args.repeat} x {args.iters} iterations (each run after {args.warmup} "
+          f"warm-up; weft/diffusers alternating); {cores} cores")
     # The best iteration of each side as well: on a shared machine a neighbour's load lands on
     # random iterations and moves medians by +-10% between runs; the minimum is what each side
     # costs when nothing interferes.
-    head = ["mesh", "ranks", "thr/rank", "weft ms", "diffusers ms", "weft/diffusers", "weft min", "diffusers min",
-            "min ratio", "max|weft-diffCP|", "max|weft-diff1|", "weft per-run", "diffusers per-run"]
+    def ratio(a, b):
+        return f"{a / b:.2f}" if (a is not None and b) else "-"
+
+    head = ["mesh", "ranks", "thr/rank", f"weft ms ({main_t})", "diffusers ms", "weft/diffusers",
+            f"weft min ({main_t})", "diffusers min", "min ratio"]
+    for t in transports[1:]:
+        head += [f"weft ms ({t})", f"({t})/diffusers"]
+    head += ["max|weft-diffCP|", "max|weft-diff1|", "weft per-run", "diffusers per-run"]
     table = []
     for r in rows:
-        w, d = r.get("weft_ms"), r.get("diffusers_ms")
-        ratio = f"{w / d:.2f}" if (w is not None and d) else "-"
-        wmin = min(r["weft_samples"]) if r["weft_samples"] else None
+        main = r["weft"].get(main_t, {"samples": [], "medians": []})
+        w, d = main.get("ms"), r.get("diffusers_ms")
+        wmin = min(main["samples"]) if main["samples"] else None
         dmin = min(r["diffusers_samples"]) if r["diffusers_samples"] else None
-        min_ratio = f"{wmin / dmin:.2f}" if (wmin is not None and dmin) else "-"
-        table.append([r["mesh"], str(r["ranks"]), str(r["threads_per_rank"]), fmt(w),
-                      fmt(d) if d is not None else "n/a (error)", ratio, fmt(wmin), fmt(dmin), min_ratio,
-                      fmt(r["diff_cp"], "{:.2e}"), fmt(r["diff_ref"], "{:.2e}"),
-                      "/".join(f"{x:.0f}" for x in r["weft_medians"]) or "-",
-                      "/".join(f"{x:.0f}" for x in r["diffusers_medians"]) or "-"])
+        line = [r["mesh"], str(r["ranks"]), str(r["threads_per_rank"]), fmt(w),
+                fmt(d) if d is not None else "n/a (error)", ratio(w, d), fmt(wmin), fmt(dmin), ratio(wmin, dmin)]
+        for t in transports[1:]:
+            other = r["weft"].get(t, {}).get("ms")
+            line += [fmt(other), ratio(other, d)]
+        line += [fmt(r["diff_cp"], "{:.2e}"), fmt(r["diff_ref"], "{:.2e}"),
+                 "/".join(f"{x:.0f}" for x in main["medians"]) or "-",
+                 "/".join(f"{x:.0f}" for x in r["diffusers_medians"]) or "-"]
+        table.append(line)
     widths = [max(len(h), *(len(t[i]) for t in table)) if table else len(h) for i, h in enumerate(head)]
     print("| " + " | ".join(h.ljust(w) for h, w in zip(head, widths)) + " |")
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
@@ -272,8 +295,9 @@ def main():
         print("| " + " | ".join(c.ljust(w) for c, w in zip(t, widths)) + " |")
     print("target: weft/diffusers <= 0.80; max|weft-diff1| is against diffusers' unsharded output")
     for r in rows:
-        if r.get("weft_error"):
-            print(f"weft {r['mesh']} x{r['ranks']} failed: {r['weft_error']}")
+        for t, side in r["weft"].items():
+            if side.get("error"):
+                print(f"weft ({t}) {r['mesh']} x{r['ranks']} failed: {side['error']}")
         if r.get("diffusers_error"):
             print(f"diffusers {r['mesh']} x{r['ranks']} failed: {r['diffusers_error']}")
     shims = sorted({s for r in rows for s in r.get("diffusers_result", {}).get("shims", [])})

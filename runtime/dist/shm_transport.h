@@ -86,8 +86,9 @@ class ShmTransport {
 };
 
 // The piece size Create uses for `size` ranks and a budget: the budget split over the
-// 2 n (n-1) slots, at most 1 MiB (larger pieces did not move faster), at least 64 KiB, a
-// multiple of 4 KiB.
+// 2 n (n-1) slots, at most 1 MiB (the Ulysses messages of a small Flux, 0.65 MB, fit in one;
+// larger messages pay one handshake per MiB, small next to copying a MiB), at least 64 KiB,
+// a multiple of 4 KiB.
 int64_t ShmPieceBytes(int size, int64_t budget_bytes);
 
 }  // namespace weft::dist
