@@ -12,6 +12,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "executor/device.h"
 #include "executor/exec_error.h"
 #include "executor/install.h"
 #include "executor/trace.h"
@@ -37,25 +38,35 @@ double Median(std::vector<double> values) {
 }
 
 nn::Args LoadInputs(const JobOptions& options, const nn::Module& model) {
+  // Floating inputs in the run's dtype (the timestep stays as given), all on the run's device.
+  auto prepare = [&](const std::string& name, const at::Tensor& t) {
+    return t.is_floating_point() && name != "timestep" ? t.to(options.device, options.dtype) : t.to(options.device);
+  };
   nn::Args args;
   if (options.inputs.empty()) {
     for (auto& [name, tensor] : models::ExampleInputs(model, options.workload, options.seed)) {
-      args.Set(name, tensor.is_floating_point() && name != "timestep" ? tensor.to(options.dtype) : tensor);
+      args.Set(name, prepare(name, tensor));
     }
     return args;
   }
   io::SafetensorsFile file = io::SafetensorsFile::Open(options.inputs);
-  for (const std::string& key : file.Keys()) {
-    at::Tensor t = file.Load(key);
-    args.Set(key, t.is_floating_point() && key != "timestep" ? t.to(options.dtype) : t);
-  }
+  for (const std::string& key : file.Keys()) args.Set(key, prepare(key, file.Load(key)));
   return args;
 }
 
 // One forward of the (hooked) model; output 0. Inference only: no autograd bookkeeping.
-at::Tensor Forward(nn::Module& model, const nn::Args& args) {
+// Returns once the device has finished it, so wall-clock timings are true on CUDA too.
+at::Tensor Forward(nn::Module& model, const nn::Args& args, c10::Device device) {
   c10::InferenceMode inference;
-  return nn::OutputTensor(nn::Call(model, args), 0, model);
+  at::Tensor out = nn::OutputTensor(nn::Call(model, args), 0, model);
+  SynchronizeDevice(device);
+  return out;
+}
+
+// Parameters are read and initialised on the CPU; then they move to the run's device.
+void MoveParameters(nn::Module& model, c10::Device device) {
+  if (device.is_cpu()) return;
+  for (auto& [name, slot] : model.NamedParameters()) *slot = slot->to(device);
 }
 
 // Builds the model and fills its weights: seeded random ones, or the checkpoint, read as
@@ -67,6 +78,7 @@ bool BuildModel(const JobOptions& options, const plan::ExecutionPlan* plan, cons
   if (options.weights.empty()) {
     nn::RandomizeParameters(*holder, 1000 + options.seed);
     nn::CastParameters(*holder, options.dtype);
+    MoveParameters(*holder, options.device);
     return false;
   }
   std::vector<io::SafetensorsFile> files;
@@ -75,9 +87,11 @@ bool BuildModel(const JobOptions& options, const plan::ExecutionPlan* plan, cons
   for (const auto& f : files) pointers.push_back(&f);
   if (plan != nullptr && plan->mesh.Tp() > 1) {
     LoadPlannedWeights(*plan, *holder, ctx, pointers, options.dtype);
+    MoveParameters(*holder, options.device);
     return true;
   }
   nn::LoadWeights(*holder, pointers, options.dtype);
+  MoveParameters(*holder, options.device);
   return false;
 }
 
@@ -103,7 +117,7 @@ JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const 
 
   JobResult result;
   at::Tensor output;
-  for (int i = 0; i < options.warmup; ++i) output = Forward(model, inputs);
+  for (int i = 0; i < options.warmup; ++i) output = Forward(model, inputs, options.device);
   ctx.Barrier(dist::Axis::kWorld);
   const dist::CommCounters before = ctx.counters();
   dist::CommCounters one_forward;
@@ -114,7 +128,7 @@ JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const 
   }
   for (int i = 0; i < std::max(1, options.iters); ++i) {
     const auto start = Clock::now();
-    output = Forward(model, inputs);
+    output = Forward(model, inputs, options.device);
     result.latencies_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
     if (i == 0) one_forward = ctx.counters().Since(before);  // the collectives of exactly one forward
     if (leader && options.progress && options.iters > 1) {
@@ -126,7 +140,7 @@ JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const 
     tracer.DetachCollectives(ctx);
     tracer.Write(options.trace + ".rank" + std::to_string(ctx.rank()) + ".json");
   }
-  if (leader && !options.output.empty()) io::WriteSafetensors(options.output, {{"output", output}});
+  if (leader && !options.output.empty()) io::WriteSafetensors(options.output, {{"output", output.cpu()}});
 
   if (options.check) {
     const bool tp = plan.mesh.Tp() > 1;
@@ -134,7 +148,7 @@ JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const 
     // The reference is a fresh, unsharded copy of the model with the same weights.
     std::unique_ptr<nn::Module> unsharded;
     BuildModel(options, nullptr, ctx, unsharded);
-    at::Tensor reference = Forward(*unsharded, inputs);
+    at::Tensor reference = Forward(*unsharded, inputs, options.device);
     if (reference.sizes() != output.sizes()) {
       throw ExecError("rank " + std::to_string(ctx.rank()) + ": sharded output " + c10::str(output.sizes()) +
                       " but unsharded output " + c10::str(reference.sizes()) + " (does the plan gather the output?)");
@@ -153,6 +167,8 @@ JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const 
 
   // Peak memory of every rank, for the report.
   std::vector<int64_t> rss = ctx.AllGatherSizes(dist::Axis::kWorld, PeakRssBytes());
+  std::vector<int64_t> device_peak;
+  if (options.device.is_cuda()) device_peak = ctx.AllGatherSizes(dist::Axis::kWorld, PeakDeviceBytes(options.device));
 
   if (leader) {
     nlohmann::json collectives = nlohmann::json::array();
@@ -194,7 +210,9 @@ JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const 
         {"predicted_per_forward", predicted},
         {"predicted_bytes_per_forward", plan.cost.bytes},
         {"peak_rss_bytes_per_rank", rss},
+        {"device", options.device.str()},
     };
+    if (!device_peak.empty()) report["peak_cuda_allocated_bytes_per_rank"] = device_peak;
     if (result.check_ran) {
       report["check"] = {{"max_abs_error", result.max_abs_error}, {"max_rel_error", result.max_rel_error},
                          {"tolerance", result.tolerance}, {"passed", result.check_passed}};

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <ATen/core/ScalarType.h>
+#include <c10/core/Device.h>
 
 #include "compiler/plan/execution_plan.h"
 #include "runtime/dist/dist_context.h"
@@ -25,6 +26,9 @@ struct JobOptions {
   models::Workload workload;
   uint64_t seed = 0;
   at::ScalarType dtype = at::kFloat;
+  // Where parameters, inputs and activations live (executor/device.h). CUDA tensors take
+  // NCCL, so the DistContext must have been created with enable_nccl.
+  c10::Device device = c10::Device(c10::kCPU);
   bool check = false;
   // --check passes when max|sharded - unsharded| <= tolerance * max|unsharded|.
   // nullopt: 1e-5 for fp32 context parallelism, 1e-4 with tensor parallelism, 2e-2 in bf16.

@@ -26,6 +26,7 @@
 #include "compiler/source/version.h"
 #include "compiler/model/graph_json.h"
 #include "executor/allocator_policy.h"
+#include "executor/device.h"
 #include "executor/graph_dump.h"
 #include "executor/model_dir.h"
 #include "executor/plan_loader.h"
@@ -176,8 +177,10 @@ int RunRank(const RunOptions& o) {
   nn::SetFusedKernels(!o.unfused);
   exec::ReuseFreedMemory();  // best effort: only speed depends on it
   dist::MeshShape shape = ResolveMesh(o, world.world_size);
+  const c10::Device device = exec::SelectDevice(o.device, world);
   dist::DistOptions dopts;
   dopts.timeout = std::chrono::milliseconds(o.timeout_ms);
+  dopts.enable_nccl = device.is_cuda();
   if (o.cpu_transport == "gloo") dopts.shm_budget_bytes = 0;
   auto start = std::chrono::steady_clock::now();
   std::unique_ptr<dist::DistContext> ctx = dist::DistContext::Create(world, shape, dopts);
@@ -190,7 +193,9 @@ int RunRank(const RunOptions& o) {
     JobModel model = ResolveModel(o);
     model.graph_hash = exec::ModelGraphHash(model.spec);
     const exec::LoadedPlan loaded = LoadJobPlan(o, model, shape);
-    exec::JobResult result = exec::RunJob(*ctx, loaded.plan, JobOptionsFrom(o, model, loaded));
+    exec::JobOptions job = JobOptionsFrom(o, model, loaded);
+    job.device = device;
+    exec::JobResult result = exec::RunJob(*ctx, loaded.plan, job);
     status = result.exit_code;
   }
   ctx->Shutdown();

@@ -139,12 +139,13 @@ at::Tensor GatherKnown(DistContext& ctx, Axis axis, const at::Tensor& t, int64_t
 }
 
 // The global key mask (B, sum(sizes)) bool: each rank's own (unpadded) piece in rank order,
-// all-true for a rank without a mask.
+// all-true for a rank without a mask, made on `device` (q's), so that every rank's piece takes
+// the same backend (NCCL for CUDA, else shared memory or Gloo).
 at::Tensor GatherMask(DistContext& ctx, Axis axis, const std::optional<at::Tensor>& key_mask,
-                      int64_t batch, const std::vector<int64_t>& sizes) {
+                      int64_t batch, const std::vector<int64_t>& sizes, at::Device device) {
   const int64_t mine = sizes[ctx.AxisRank(axis)];
-  const at::Tensor local = key_mask ? key_mask->to(at::kByte)
-                                    : at::ones({batch, mine}, at::TensorOptions().dtype(at::kByte));
+  const at::Tensor local = key_mask ? key_mask->to(device, at::kByte)
+                                    : at::ones({batch, mine}, at::TensorOptions().dtype(at::kByte).device(device));
   return GatherKnown(ctx, axis, local, 1, sizes).to(at::kBool);
 }
 
@@ -206,7 +207,7 @@ UlyssesExchanged UlyssesIn(DistContext& ctx, Axis axis, const at::Tensor& q, con
     auto t = ScatterHeads(ctx, axis, {k, v}, skv, padding);
     x.k = t[0], x.v = t[1];
   }
-  if (move_mask) x.mask = GatherMask(ctx, axis, key_mask, q.size(0), skv);
+  if (move_mask) x.mask = GatherMask(ctx, axis, key_mask, q.size(0), skv, q.device());
   return x;
 }
 
