@@ -8,8 +8,9 @@
 // returns a handle (SendRecv). All ranks of a group must call the same collectives on that
 // group in the same order with matching shapes (as in c10d). A mismatch that the wrappers
 // cannot see locally (e.g. AllToAll inputs of different shapes on different ranks, or
-// out_splits that disagree with what peers send) is undefined: Gloo may throw, or abort the
-// process from its worker thread; the peers then fail with DistError.
+// out_splits that disagree with what peers send) is a DistError naming the peer and both byte
+// counts on the shared-memory transport; over Gloo it is undefined: Gloo may throw, or abort
+// the process from its worker thread, and the peers then fail with DistError.
 //
 // Errors: every collective throws DistError (error.h) instead of hanging: when a peer has
 // exited (the backend notices the closed connection, usually at once) or after

@@ -1,10 +1,12 @@
 #include "runtime/dist/shm_transport.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <immintrin.h>
 #include <linux/futex.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -12,7 +14,9 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -127,6 +131,21 @@ int64_t ShmPieceBytes(int size, int64_t budget_bytes) {
   return piece / 4096 * 4096;
 }
 
+void RemoveStaleShmSegments() {
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return;
+  while (const dirent* entry = readdir(dir)) {
+    int pid = 0;
+    if (std::sscanf(entry->d_name, "weft-%d-", &pid) != 1 || pid <= 0) continue;
+    if (kill(pid, 0) == 0 || errno != ESRCH) continue;  // its creator may still be rendezvousing
+    struct stat st {};
+    const std::string path = std::string("/dev/shm/") + entry->d_name;
+    if (stat(path.c_str(), &st) != 0 || std::time(nullptr) - st.st_mtime < 60) continue;
+    shm_unlink((std::string("/") + entry->d_name).c_str());
+  }
+  closedir(dir);
+}
+
 namespace {
 
 // Makes (rank 0) or maps (others) the segment; "" on success, else why not.
@@ -136,6 +155,7 @@ std::string MakeSegment(ShmTransport::Segment& seg, c10d::Store& store, int rank
   seg.bytes = SegmentBytes(size, piece);
   std::string name;
   if (rank == 0) {
+    RemoveStaleShmSegments();
     std::random_device rd;
     name = "/weft-" + std::to_string(getpid()) + "-" + std::to_string(rd()) + std::to_string(rd());
     int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);

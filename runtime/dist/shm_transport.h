@@ -85,6 +85,12 @@ class ShmTransport {
   bool broken_ = false;
 };
 
+// A segment's name exists only while its group rendezvouses (group rank 0 drops it once every
+// rank has mapped it). A rank 0 killed inside that window leaves the name in /dev/shm; group
+// rank 0 of every later group removes such names ("weft-<pid>-...") whose creator is gone and
+// that are older than a minute. Exposed for tests.
+void RemoveStaleShmSegments();
+
 // The piece size Create uses for `size` ranks and a budget: the budget split over the
 // 2 n (n-1) slots, at most 1 MiB (the Ulysses messages of a small Flux, 0.65 MB, fit in one;
 // larger messages pay one handshake per MiB, small next to copying a MiB), at least 64 KiB,

@@ -7,6 +7,12 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <utime.h>
+
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -127,6 +133,36 @@ TEST(ShmTransport, ARankWithoutABudgetTurnsItOffForTheWholeGroup) {
     ADD_FAILURE() << "no rank should get a transport";
   });
   for (const std::string& w : why) EXPECT_EQ(w, "shared memory is turned off on some rank of the group");
+}
+
+// A name left behind by a dead creator is removed once it is a minute old; a fresh one, or one
+// whose creator lives, stays.
+TEST(ShmTransport, StaleSegmentNamesOfDeadCreatorsAreRemoved) {
+  const pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  waitpid(dead, nullptr, 0);
+  auto make = [](const std::string& name, bool old) {
+    const std::string path = "/dev/shm/" + name;
+    std::ofstream(path) << "x";
+    if (old) {
+      utimbuf times{std::time(nullptr) - 120, std::time(nullptr) - 120};
+      utime(path.c_str(), &times);
+    }
+    return path;
+  };
+  auto exists = [](const std::string& path) {
+    struct stat st {};
+    return stat(path.c_str(), &st) == 0;
+  };
+  const std::string stale = make("weft-" + std::to_string(dead) + "-stale-test", true);
+  const std::string fresh = make("weft-" + std::to_string(dead) + "-fresh-test", false);
+  const std::string alive = make("weft-" + std::to_string(getpid()) + "-alive-test", true);
+  RemoveStaleShmSegments();
+  EXPECT_FALSE(exists(stale));
+  EXPECT_TRUE(exists(fresh));
+  EXPECT_TRUE(exists(alive));
+  unlink(fresh.c_str());
+  unlink(alive.c_str());
 }
 
 }  // namespace
