@@ -361,17 +361,14 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
                       std::to_string(options.timeout.count()) + " ms): " + BackendMessage(e) +
                       " (a peer may have exited)");
     }
-    if (options.shm_budget_bytes > 0) {
-      try {
-        auto group_store = c10::make_intrusive<c10d::PrefixStore>(prefix, impl->store);
-        b->shm = ShmTransport::Create(*group_store, g.axis_rank, size, options.shm_budget_bytes, options.timeout,
-                                      spin, &b->shm_why_not);
-      } catch (const ShmError& e) {
-        throw DistError(impl->Context(axis, "creating the process group") + ": " + e.what() +
-                        " (a peer may have exited)");
-      }
-    } else {
-      b->shm_why_not = "shared memory is turned off";
+    try {
+      // Also with shared memory off here: the group decides as a whole (see ShmTransport::Create).
+      auto group_store = c10::make_intrusive<c10d::PrefixStore>(prefix, impl->store);
+      b->shm = ShmTransport::Create(*group_store, g.axis_rank, size, std::max<int64_t>(0, options.shm_budget_bytes),
+                                    options.timeout, spin, &b->shm_why_not);
+    } catch (const ShmError& e) {
+      throw DistError(impl->Context(axis, "creating the process group") + ": " + e.what() +
+                      " (a peer may have exited)");
     }
     g.backend = b;
     made.push_back(b);

@@ -226,16 +226,20 @@ std::unique_ptr<ShmTransport> ShmTransport::Create(c10d::Store& store, int rank,
     store.wait(keys, timeout);
     std::string first_host;
     int64_t budget = budget_bytes;
+    int refusing = -1;  // a rank whose budget is 0
     bool same_host = true;
     for (int r = 0; r < size; ++r) {
       std::string v = String(store.get(keys[r]));
       const size_t bar = v.rfind('|');
       const std::string host = v.substr(0, bar);
-      budget = std::min<int64_t>(budget, std::stoll(v.substr(bar + 1)));
+      const int64_t b = std::stoll(v.substr(bar + 1));
+      if (b <= 0 && refusing < 0) refusing = r;
+      budget = std::min<int64_t>(budget, b);
       if (r == 0) first_host = host;
       same_host = same_host && host == first_host;
     }
-    if (budget <= 0) return no("shared memory is turned off on some rank of the group");
+    if (budget_bytes <= 0) return no("shared memory is turned off");
+    if (refusing >= 0) return no("shared memory is turned off on group rank " + std::to_string(refusing));
     if (!same_host) return no("the group's ranks run on more than one host");
 
     // 2. Rank 0 creates the segment, the others map it; 3. everyone reports and reads all reports.

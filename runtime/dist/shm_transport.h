@@ -42,9 +42,10 @@ class ShmError : public std::runtime_error {
 
 class ShmTransport {
  public:
-  // Collective over the `size` ranks that share `store` (keys go under "shm/"). Every rank
-  // publishes its host identity (hostname and boot id) and `budget_bytes`; when all hosts are
-  // equal and every budget > 0, group rank 0 creates the segment (sized from the smallest
+  // Collective over the `size` ranks that share `store` (keys go under "shm/"); call it on
+  // every rank, also with budget_bytes 0 (off), so that ranks configured differently agree
+  // instead of waiting for each other. Every rank publishes its host identity (hostname and
+  // boot id) and `budget_bytes`; when all hosts are equal and every budget > 0, group rank 0 creates the segment (sized from the smallest
   // budget, reserved with posix_fallocate so a full /dev/shm fails here and not later with
   // SIGBUS), the others map it, and all agree through the store that it worked. Otherwise
   // every rank of the group returns null and *why_not says why (all ranks decide alike, so a

@@ -132,7 +132,9 @@ TEST(ShmTransport, ARankWithoutABudgetTurnsItOffForTheWholeGroup) {
   std::vector<std::string> why = OnRanks(3, {kBudget, 0, kBudget}, [](int, ShmTransport&) {
     ADD_FAILURE() << "no rank should get a transport";
   });
-  for (const std::string& w : why) EXPECT_EQ(w, "shared memory is turned off on some rank of the group");
+  EXPECT_EQ(why[0], "shared memory is turned off on group rank 1");
+  EXPECT_EQ(why[1], "shared memory is turned off");
+  EXPECT_EQ(why[2], "shared memory is turned off on group rank 1");
 }
 
 // A name left behind by a dead creator is removed once it is a minute old; a fresh one, or one
