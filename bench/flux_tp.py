@@ -116,7 +116,7 @@ def main():
         print(f"# tp={tp}: rc={rc} median={fmt(row.get('ms'))} ms ({wall:.0f} s); load {loadavg()}", flush=True)
 
     print()
-    print(f"Flux small, 1024+256 tokens, fp32, CPU/gloo, streamed shards (--weights); median of {args.iters} "
+    print(f"Flux small, 1024+256 tokens, fp32, CPU (collectives over shared memory), streamed shards (--weights); median of {args.iters} "
           f"after {args.warmup} warm-up; {cores} cores")
     head = ["tp", "ranks", "thr/rank", "median ms", "peak RSS/rank MiB (max; all)", "RSS - baseline MiB",
             "param MiB/rank (theory)", "max|weft-diff1|"]
