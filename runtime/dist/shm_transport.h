@@ -21,6 +21,10 @@
 // byte count differs from what this rank expects (shapes that disagree between ranks), or the
 // timeout: Exchange throws ShmError naming the peer; the transport is unusable afterwards.
 //
+// Not used for DistContext::SendRecv (ring's p2p rotation): its point is that the transfer runs
+// while the caller computes, and on the CPU that needs a helper thread to do the copying, which
+// is what Gloo already has; the blocking collectives gain because nothing runs beside them.
+//
 // c10d appears here only for the rendezvous (c10d::Store); DistContext owns the instances.
 
 #include <chrono>
