@@ -148,6 +148,33 @@ INSTANTIATE_TEST_SUITE_P(
       return "world" + std::to_string(p.param.world_size) + (p.param.gloo_only ? "_gloo" : "");
     });
 
+// One rank with shared memory off: every group it is in falls back to Gloo as a whole (no rank
+// waits for it at setup), groups without it keep shared memory, and everything still works.
+TEST(Collectives, ARankWithSharedMemoryOffMovesItsGroupsToGloo) {
+  MultiRankOptions o;
+  o.per_rank_dist = [](int rank, DistOptions& d) {
+    if (rank == 3) d.shm_budget_bytes = 0;
+  };
+  RunOnRanks(4, Shape(2, 2, 1), [](DistContext& ctx) {
+    const bool with_rank3 = [&] {
+      for (int r : ctx.GroupRanks(Axis::kUlysses)) {
+        if (r == 3) return true;
+      }
+      return false;
+    }();
+    const std::string off = ctx.rank() == 3 ? "gloo (shared memory is turned off)"
+                                            : "gloo (shared memory is turned off on group rank " +
+                                                  std::to_string(ctx.mesh().AxisRank(3, Axis::kWorld)) + ")";
+    EXPECT_EQ(ctx.CpuTransport(Axis::kWorld), off);
+    if (with_rank3) {
+      EXPECT_EQ(ctx.CpuTransport(Axis::kUlysses).rfind("gloo (shared memory is turned off", 0), 0u);
+    } else {
+      EXPECT_EQ(ctx.CpuTransport(Axis::kUlysses), "shm");
+    }
+    for (Axis axis : kAllAxes) CheckEveryWrapper(ctx, axis);
+  }, o);
+}
+
 // Messages larger than a shared-memory piece (1 MiB for two ranks) stream through in pieces,
 // from and into strided tensors, both ways, several times over.
 TEST(Collectives, LargeStridedMessagesOverSharedMemory) {

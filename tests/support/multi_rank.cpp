@@ -76,6 +76,7 @@ int PartCount() {
     world.master_addr = "127.0.0.1";
     world.master_port = port;
     std::unique_ptr<dist::DistContext> ctx;
+    if (options.per_rank_dist) options.per_rank_dist(rank, options.dist);
     try {
       ctx = dist::DistContext::Create(world, mesh, options.dist);
     } catch (const std::exception& e) {

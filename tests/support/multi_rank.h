@@ -53,6 +53,9 @@ struct MultiRankOptions {
   bool final_barrier = true;
   // Intra-op threads per rank; 0 = max(1, cores / world_size).
   int threads_per_rank = 0;
+  // When set, adjusts `dist` for one rank before its DistContext is created (ranks configured
+  // differently, e.g. one with shared memory off).
+  std::function<void(int rank, dist::DistOptions&)> per_rank_dist;
 };
 
 struct RankOutcome {
