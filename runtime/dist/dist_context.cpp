@@ -83,6 +83,7 @@ struct P2PHandle::State {
   std::vector<at::Tensor> keep_alive;
   std::vector<std::pair<at::Tensor, at::Tensor>> copy_back;  // (received, user buffer)
   std::string context;                         // "rank 2: send_recv on axis `ring` (group ranks ...)"
+  std::shared_ptr<bool> context_failed;        // the DistContext's flag, set when Wait fails
   std::chrono::milliseconds timeout{0};
   bool done = false;
 };
@@ -127,6 +128,7 @@ void P2PHandle::Wait() {
     }
     if (!ok) {
       state_->done = true;  // do not wait again from the destructor
+      if (state_->context_failed) *state_->context_failed = true;
       throw DistError(state_->context + " failed in " + state_->what[i] + " after " +
                       std::to_string(ElapsedMs(start)) + " ms (timeout " +
                       std::to_string(state_->timeout.count()) + " ms): " + msg +
@@ -149,6 +151,9 @@ struct DistContext::Impl {
   CommCounters counters;
   DistContext::CollectiveObserver observer;
   bool shut_down = false;
+  // A collective failed: peers may be gone, so the destructor skips the orderly Shutdown
+  // (which would wait the whole timeout for them).
+  std::shared_ptr<bool> failed = std::make_shared<bool>(false);
 
   Impl(const WorldConfig& w, const Mesh& m, const DistOptions& o) : world(w), mesh(m), options(o) {}
 
@@ -198,6 +203,7 @@ struct DistContext::Impl {
 
   DistError Failed(Axis axis, const char* op, const std::string& shapes, Clock::time_point start,
                    const std::string& msg) {
+    *failed = true;
     return DistError(Context(axis, op) + " with " + shapes + " failed after " + std::to_string(ElapsedMs(start)) +
                      " ms (timeout " + std::to_string(options.timeout.count()) + " ms): " + msg +
                      " (a peer may have exited)");
@@ -239,7 +245,7 @@ void ConfigureIntraOpThreads(int local_world_size, int threads) {
 
 DistContext::DistContext(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 DistContext::~DistContext() {
-  if (impl_ && !impl_->shut_down) {
+  if (impl_ && !impl_->shut_down && !*impl_->failed) {
     try {
       Shutdown();
     } catch (...) {
@@ -645,6 +651,7 @@ P2PHandle DistContext::SendRecv(Axis axis, std::vector<Send> sends, std::vector<
   for (const Send& s : sends) bytes += Bytes(s.tensor);
   auto state = std::make_unique<P2PHandle::State>();
   state->context = impl_->Context(axis, op);
+  state->context_failed = impl_->failed;
   state->timeout = impl_->options.timeout;
   for (const Send& s : sends) {
     if (s.dst < 0 || s.dst >= n || s.dst == me) {

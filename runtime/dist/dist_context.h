@@ -173,7 +173,8 @@ class DistContext {
   // timeout) until all ranks have, so no rank closes its connections while a peer still
   // finishes its last collective, and the store server (rank 0) outlives every client.
   // Collective afterwards: undefined. Throws DistError on timeout. Idempotent; the destructor
-  // calls it (ignoring errors) when it was not called.
+  // calls it (ignoring errors) when it was not called, unless a collective failed (a peer may be
+  // gone, and waiting for it would only add the timeout to the exit).
   void Shutdown();
 
   // Counters of every collective issued through this context (see counters.h).
