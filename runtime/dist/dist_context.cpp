@@ -2,6 +2,8 @@
 
 #include "runtime/dist/shm_transport.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <numeric>
@@ -59,6 +61,26 @@ std::string BackendMessage(const std::exception& e) {
 
 int64_t Bytes(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
 
+// (global rank, pid) of the peers that run on this host, as exchanged at creation.
+using LocalPeers = std::vector<std::pair<int, int>>;
+
+// "rank 3 (pid 4242) is no longer running" for each listed peer whose process is gone, so an
+// error can say who died even where the backend's own message only names a socket. "" if none.
+// A killed peer's sockets close before the kernel marks it exited, so a backend can report the
+// closed connection a moment before the process looks gone: look for up to 100 ms.
+std::string GonePeers(const LocalPeers& peers) {
+  std::string gone;
+  for (int attempt = 0; attempt < 10 && gone.empty() && !peers.empty(); ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (const auto& [rank, pid] : peers) {
+      if (!ProcessGone(pid)) continue;
+      gone += (gone.empty() ? "" : ", ") + std::string("rank ") + std::to_string(rank) + " (pid " +
+              std::to_string(pid) + ")";
+    }
+  }
+  return gone.empty() ? "" : gone + (gone.find(", ") == std::string::npos ? " is" : " are") + " no longer running";
+}
+
 // One process group and the state shared by the axes that map onto it.
 struct Backend {
   std::vector<int> ranks;
@@ -84,6 +106,7 @@ struct P2PHandle::State {
   std::vector<std::pair<at::Tensor, at::Tensor>> copy_back;  // (received, user buffer)
   std::string context;                         // "rank 2: send_recv on axis `ring` (group ranks ...)"
   std::shared_ptr<bool> context_failed;        // the DistContext's flag, set when Wait fails
+  LocalPeers peers;                            // the group's peers on this host
   std::chrono::milliseconds timeout{0};
   bool done = false;
 };
@@ -129,10 +152,11 @@ void P2PHandle::Wait() {
     if (!ok) {
       state_->done = true;  // do not wait again from the destructor
       if (state_->context_failed) *state_->context_failed = true;
+      const std::string gone = GonePeers(state_->peers);
       throw DistError(state_->context + " failed in " + state_->what[i] + " after " +
                       std::to_string(ElapsedMs(start)) + " ms (timeout " +
                       std::to_string(state_->timeout.count()) + " ms): " + msg +
-                      " (a peer may have exited)");
+                      (gone.empty() ? "" : "; " + gone) + " (a peer may have exited)");
     }
   }
   for (auto& [received, buffer] : state_->copy_back) buffer.copy_(received);
@@ -154,6 +178,15 @@ struct DistContext::Impl {
   // A collective failed: peers may be gone, so the destructor skips the orderly Shutdown
   // (which would wait the whole timeout for them).
   std::shared_ptr<bool> failed = std::make_shared<bool>(false);
+  std::vector<int> pids;  // per global rank: its pid when it runs on this host, else 0
+
+  LocalPeers PeersOf(Axis axis) {
+    LocalPeers peers;
+    for (int r : Group(axis).ranks) {
+      if (r != world.rank && r < static_cast<int>(pids.size()) && pids[r] > 0) peers.emplace_back(r, pids[r]);
+    }
+    return peers;
+  }
 
   Impl(const WorldConfig& w, const Mesh& m, const DistOptions& o) : world(w), mesh(m), options(o) {}
 
@@ -204,9 +237,10 @@ struct DistContext::Impl {
   DistError Failed(Axis axis, const char* op, const std::string& shapes, Clock::time_point start,
                    const std::string& msg) {
     *failed = true;
+    const std::string gone = GonePeers(PeersOf(axis));
     return DistError(Context(axis, op) + " with " + shapes + " failed after " + std::to_string(ElapsedMs(start)) +
                      " ms (timeout " + std::to_string(options.timeout.count()) + " ms): " + msg +
-                     " (a peer may have exited)");
+                     (gone.empty() ? "" : "; " + gone) + " (a peer may have exited)");
   }
 
   // The shared-memory transport for a CPU tensor on `axis`, or null (use the backend).
@@ -315,6 +349,31 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
     throw DistError(who + "cannot reach the TCPStore at " + where + " within " +
                     std::to_string(ElapsedMs(start)) + " ms (is rank 0 running, and are "
                     "MASTER_ADDR/MASTER_PORT the same on every rank?) [" + m + "]");
+  }
+
+  if (world.world_size > 1) {
+    // Every rank's host and pid: a failed collective can then name the same-host peers that are
+    // gone, whichever transport failed.
+    auto t0 = Clock::now();
+    try {
+      const std::string me = HostIdentity();
+      const std::string mine = me + "|" + std::to_string(getpid());
+      impl->store->set("weft/proc/" + std::to_string(world.rank), std::vector<uint8_t>(mine.begin(), mine.end()));
+      std::vector<std::string> keys;
+      for (int r = 0; r < world.world_size; ++r) keys.push_back("weft/proc/" + std::to_string(r));
+      impl->store->wait(keys, options.timeout);
+      impl->pids.assign(world.world_size, 0);
+      for (int r = 0; r < world.world_size; ++r) {
+        const std::vector<uint8_t> raw = impl->store->get(keys[r]);
+        const std::string v(raw.begin(), raw.end());
+        const size_t bar = v.rfind('|');
+        if (bar != std::string::npos && v.substr(0, bar) == me) impl->pids[r] = std::stoi(v.substr(bar + 1));
+      }
+    } catch (const std::exception& e) {
+      throw DistError(who + "not every rank arrived at the TCPStore " + where + " within " +
+                      std::to_string(ElapsedMs(t0)) + " ms (timeout " + std::to_string(options.timeout.count()) +
+                      " ms): " + BackendMessage(e) + " (a peer may have exited)");
+    }
   }
 
   std::shared_ptr<gloo::transport::Device> device;
@@ -652,6 +711,7 @@ P2PHandle DistContext::SendRecv(Axis axis, std::vector<Send> sends, std::vector<
   auto state = std::make_unique<P2PHandle::State>();
   state->context = impl_->Context(axis, op);
   state->context_failed = impl_->failed;
+  state->peers = impl_->PeersOf(axis);
   state->timeout = impl_->options.timeout;
   for (const Send& s : sends) {
     if (s.dst < 0 || s.dst >= n || s.dst == me) {

@@ -1,5 +1,7 @@
 #include "runtime/dist/shm_transport.h"
 
+#include "runtime/dist/world.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <immintrin.h>
@@ -17,7 +19,6 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <random>
 #include <thread>
 
@@ -68,20 +69,6 @@ int64_t SegmentBytes(int size, int64_t piece) {
 }
 
 std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
-
-std::string ReadFirstLine(const char* path) {
-  std::ifstream f(path);
-  std::string line;
-  std::getline(f, line);
-  return line;
-}
-
-// What identifies "this host" for shared memory: the kernel instance (boot id) and hostname.
-std::string HostIdentity() {
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  return std::string(host) + "|" + ReadFirstLine("/proc/sys/kernel/random/boot_id");
-}
 
 std::vector<uint8_t> Bytes(const std::string& s) { return {s.begin(), s.end()}; }
 std::string String(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
@@ -137,7 +124,7 @@ void RemoveStaleShmSegments() {
   while (const dirent* entry = readdir(dir)) {
     int pid = 0;
     if (std::sscanf(entry->d_name, "weft-%d-", &pid) != 1 || pid <= 0) continue;
-    if (kill(pid, 0) == 0 || errno != ESRCH) continue;  // its creator may still be rendezvousing
+    if (!ProcessGone(pid)) continue;  // its creator may still be rendezvousing
     struct stat st {};
     const std::string path = std::string("/dev/shm/") + entry->d_name;
     if (stat(path.c_str(), &st) != 0 || std::time(nullptr) - st.st_mtime < 60) continue;
@@ -305,7 +292,7 @@ void Ring(ShmTransport::Segment& seg, int peer) {
   }
 }
 
-bool Alive(int32_t pid) { return pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH; }
+bool Alive(int32_t pid) { return !ProcessGone(pid); }
 
 }  // namespace
 

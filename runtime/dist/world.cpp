@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <thread>
@@ -154,6 +156,28 @@ int FindFreePort(const std::string& addr) {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
   ::close(fd);
   return ntohs(sa.sin_port);
+}
+
+std::string HostIdentity() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string boot_id;
+  std::getline(boot, boot_id);
+  return std::string(host) + "|" + boot_id;
+}
+
+bool ProcessGone(int pid) {
+  if (pid <= 0) return false;
+  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+  // /proc/<pid>/stat is "pid (comm) S ...": the state letter follows the last ')'.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return false;
+  const char state = line[close + 2];
+  return state == 'Z' || state == 'X';
 }
 
 }  // namespace weft::dist

@@ -48,6 +48,15 @@ void ValidateWorld(const WorldConfig& world);
 // never oversubscribe the CPU.
 int DefaultThreadsPerRank(int local_world_size);
 
+// What identifies this host for shared memory and process liveness: hostname and the kernel's
+// boot id, e.g. "node7|4f1c...". Equal on two ranks exactly when they can share /dev/shm and
+// see each other's pids.
+std::string HostIdentity();
+
+// True when process `pid` of this host has exited: no such process, or a zombie its parent has
+// not reaped yet (kill(pid, 0) still succeeds on those). False for pid <= 0 (unknown).
+bool ProcessGone(int pid);
+
 // Binds 127.0.0.1 (or `addr`) port 0, reads the port the kernel chose and closes the socket.
 // Another process may take the port before it is used again; the window is small.
 int FindFreePort(const std::string& addr = "127.0.0.1");

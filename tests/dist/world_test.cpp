@@ -2,7 +2,9 @@
 #include "runtime/dist/world.h"
 
 
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -154,6 +156,36 @@ TEST(Threads, DefaultIsCoresOverLocalRanksAndWeftThreadsOverrides) {
   ::setenv("WEFT_THREADS", "lots", 1);
   EXPECT_THROW(DefaultThreadsPerRank(8), DistError);
   ::unsetenv("WEFT_THREADS");
+}
+
+}  // namespace
+}  // namespace weft::dist
+
+namespace weft::dist {
+namespace {
+
+// A peer's death is seen at once, also while it is an unreaped zombie (kill(pid, 0) still
+// succeeds then), and a live process is not mistaken for a dead one.
+TEST(ProcessGone, LiveZombieAndReaped) {
+  EXPECT_FALSE(ProcessGone(getpid()));
+  EXPECT_FALSE(ProcessGone(0));
+  const pid_t sleeper = fork();
+  if (sleeper == 0) {
+    pause();
+    _exit(0);
+  }
+  EXPECT_FALSE(ProcessGone(sleeper));
+  kill(sleeper, SIGKILL);
+  // Not reaped yet: a zombie. Wait until the kernel has made it one.
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    gone = ProcessGone(sleeper);
+    if (!gone) usleep(5000);
+  }
+  EXPECT_TRUE(gone);
+  EXPECT_EQ(kill(sleeper, 0), 0);  // what a plain liveness check would have believed
+  waitpid(sleeper, nullptr, 0);
+  EXPECT_TRUE(ProcessGone(sleeper));
 }
 
 }  // namespace
