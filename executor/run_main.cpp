@@ -358,7 +358,7 @@ int main(int argc, char** argv) {
                  "CPU collectives: shm (shared memory between ranks on one host; groups spanning hosts use "
                  "Gloo) or gloo")
       ->check(CLI::IsMember({"shm", "gloo"}));
-  app.add_option("--device", o.device, "cpu (Gloo) or cuda (NCCL)")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--device", o.device, "cpu (shared memory or Gloo, see --cpu-transport) or cuda (NCCL; local rank i on GPU i)")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", o.dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--weights", o.weights, "Checkpoint safetensors file(s) in diffusers key names (default: "
                                          "seeded random weights)")->check(CLI::ExistingFile);
