@@ -758,9 +758,11 @@ P2PHandle DistContext::SendRecv(Axis axis, std::vector<Send> sends, std::vector<
   } catch (const DistError&) {
     throw;
   } catch (const std::exception& e) {
+    *impl_->failed = true;
+    const std::string gone = GonePeers(state->peers);
     throw DistError(state->context + " failed posting " + where + " after " +
                     std::to_string(ElapsedMs(start)) + " ms: " + BackendMessage(e) +
-                    " (a peer may have exited)");
+                    (gone.empty() ? "" : "; " + gone) + " (a peer may have exited)");
   }
   return P2PHandle(std::move(state));
 }

@@ -318,7 +318,13 @@ void ShmTransport::Exchange(const std::vector<at::Tensor>& send, const std::vect
     if (j == me) continue;
     out[j].bytes = TensorBytes(send[j]);
     out[j].user = send[j];
-    if (out[j].bytes > piece) out[j].staging = send[j].contiguous();
+    if (out[j].bytes > piece) {
+      // An all-gather sends one tensor to everyone: make it contiguous once, not once per peer.
+      for (int i = 0; i < j && !out[j].staging.defined(); ++i) {
+        if (i != me && send[i].defined() && send[i].is_same(send[j])) out[j].staging = out[i].staging;
+      }
+      if (!out[j].staging.defined()) out[j].staging = send[j].contiguous();
+    }
     in[j].bytes = TensorBytes(recv[j]);
     in[j].user = recv[j];
     if (in[j].bytes > piece) {
