@@ -69,16 +69,13 @@ void MoveParameters(nn::Module& model, c10::Device device) {
   for (auto& [name, slot] : model.NamedParameters()) *slot = slot->to(device);
 }
 
-// Builds the model and fills its weights: seeded random ones, or the checkpoint, read as
-// this rank's shards when `plan` (non-null) shards parameters over tp. Returns whether the
-// weights are already sharded.
-bool BuildModel(const JobOptions& options, const plan::ExecutionPlan* plan, const dist::DistContext& ctx,
-                std::unique_ptr<nn::Module>& holder) {
-  holder = models::CreateModel(options.model);
+// Seeded random weights, or the checkpoint, read as this rank's shards when `plan` (non-null)
+// shards parameters over tp. Returns whether the weights are already sharded.
+bool FillParameters(const JobOptions& options, const plan::ExecutionPlan* plan, const dist::DistContext& ctx,
+                    nn::Module& model) {
   if (options.weights.empty()) {
-    nn::RandomizeParameters(*holder, 1000 + options.seed);
-    nn::CastParameters(*holder, options.dtype);
-    MoveParameters(*holder, options.device);
+    nn::RandomizeParameters(model, 1000 + options.seed);
+    nn::CastParameters(model, options.dtype);
     return false;
   }
   std::vector<io::SafetensorsFile> files;
@@ -86,13 +83,21 @@ bool BuildModel(const JobOptions& options, const plan::ExecutionPlan* plan, cons
   std::vector<const io::SafetensorsFile*> pointers;
   for (const auto& f : files) pointers.push_back(&f);
   if (plan != nullptr && plan->mesh.Tp() > 1) {
-    LoadPlannedWeights(*plan, *holder, ctx, pointers, options.dtype);
-    MoveParameters(*holder, options.device);
+    LoadPlannedWeights(*plan, model, ctx, pointers, options.dtype);
     return true;
   }
-  nn::LoadWeights(*holder, pointers, options.dtype);
-  MoveParameters(*holder, options.device);
+  nn::LoadWeights(model, pointers, options.dtype);
   return false;
+}
+
+// Builds the model on the run's device with its weights (FillParameters). Returns whether the
+// weights are already sharded.
+bool BuildModel(const JobOptions& options, const plan::ExecutionPlan* plan, const dist::DistContext& ctx,
+                std::unique_ptr<nn::Module>& holder) {
+  holder = models::CreateModel(options.model);
+  const bool streamed = FillParameters(options, plan, ctx, *holder);
+  MoveParameters(*holder, options.device);
+  return streamed;
 }
 
 }  // namespace

@@ -92,6 +92,8 @@ struct Backend {
 
 struct AxisGroup {
   std::vector<int> ranks;
+  // The group's other members on this host, as (global rank, pid): named in errors when gone.
+  std::shared_ptr<const LocalPeers> local_peers = std::make_shared<const LocalPeers>();
   int axis_rank = 0;
   std::shared_ptr<Backend> backend;  // null when the group has one rank
   uint32_t p2p_seq = 0;
@@ -106,7 +108,7 @@ struct P2PHandle::State {
   std::vector<std::pair<at::Tensor, at::Tensor>> copy_back;  // (received, user buffer)
   std::string context;                         // "rank 2: send_recv on axis `ring` (group ranks ...)"
   std::shared_ptr<bool> context_failed;        // the DistContext's flag, set when Wait fails
-  LocalPeers peers;                            // the group's peers on this host
+  std::shared_ptr<const LocalPeers> peers;     // the group's peers on this host
   std::chrono::milliseconds timeout{0};
   bool done = false;
 };
@@ -152,7 +154,7 @@ void P2PHandle::Wait() {
     if (!ok) {
       state_->done = true;  // do not wait again from the destructor
       if (state_->context_failed) *state_->context_failed = true;
-      const std::string gone = GonePeers(state_->peers);
+      const std::string gone = GonePeers(*state_->peers);
       throw DistError(state_->context + " failed in " + state_->what[i] + " after " +
                       std::to_string(ElapsedMs(start)) + " ms (timeout " +
                       std::to_string(state_->timeout.count()) + " ms): " + msg +
@@ -179,14 +181,6 @@ struct DistContext::Impl {
   // (which would wait the whole timeout for them).
   std::shared_ptr<bool> failed = std::make_shared<bool>(false);
   std::vector<int> pids;  // per global rank: its pid when it runs on this host, else 0
-
-  LocalPeers PeersOf(Axis axis) {
-    LocalPeers peers;
-    for (int r : Group(axis).ranks) {
-      if (r != world.rank && r < static_cast<int>(pids.size()) && pids[r] > 0) peers.emplace_back(r, pids[r]);
-    }
-    return peers;
-  }
 
   Impl(const WorldConfig& w, const Mesh& m, const DistOptions& o) : world(w), mesh(m), options(o) {}
 
@@ -237,7 +231,7 @@ struct DistContext::Impl {
   DistError Failed(Axis axis, const char* op, const std::string& shapes, Clock::time_point start,
                    const std::string& msg) {
     *failed = true;
-    const std::string gone = GonePeers(PeersOf(axis));
+    const std::string gone = GonePeers(*Group(axis).local_peers);
     return DistError(Context(axis, op) + " with " + shapes + " failed after " + std::to_string(ElapsedMs(start)) +
                      " ms (timeout " + std::to_string(options.timeout.count()) + " ms): " + msg +
                      (gone.empty() ? "" : "; " + gone) + " (a peer may have exited)");
@@ -351,9 +345,11 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
                     "MASTER_ADDR/MASTER_PORT the same on every rank?) [" + m + "]");
   }
 
+  impl->pids.assign(world.world_size, 0);
+  impl->pids[world.rank] = static_cast<int>(getpid());
   if (world.world_size > 1) {
     // Every rank's host and pid: a failed collective can then name the same-host peers that are
-    // gone, whichever transport failed.
+    // gone, whichever transport failed, and the shared-memory transport knows who shares this host.
     auto t0 = Clock::now();
     try {
       const std::string me = HostIdentity();
@@ -362,7 +358,6 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
       std::vector<std::string> keys;
       for (int r = 0; r < world.world_size; ++r) keys.push_back("weft/proc/" + std::to_string(r));
       impl->store->wait(keys, options.timeout);
-      impl->pids.assign(world.world_size, 0);
       for (int r = 0; r < world.world_size; ++r) {
         const std::vector<uint8_t> raw = impl->store->get(keys[r]);
         const std::string v(raw.begin(), raw.end());
@@ -393,6 +388,11 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
     AxisGroup& g = impl->Group(axis);
     g.ranks = mesh.GroupRanks(world.rank, axis);
     g.axis_rank = mesh.AxisRank(world.rank, axis);
+    LocalPeers peers;
+    for (int r : g.ranks) {
+      if (r != world.rank && impl->pids[r] > 0) peers.emplace_back(r, impl->pids[r]);
+    }
+    g.local_peers = std::make_shared<const LocalPeers>(std::move(peers));
     if (g.ranks.size() < 2) continue;
     // Axes with the same member list (e.g. ring == cp when ulysses = 1) share one group.
     for (auto& b : made) {
@@ -429,8 +429,10 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
     try {
       // Also with shared memory off here: the group decides as a whole (see ShmTransport::Create).
       auto group_store = c10::make_intrusive<c10d::PrefixStore>(prefix, impl->store);
+      std::vector<int> group_pids;
+      for (int r : g.ranks) group_pids.push_back(impl->pids[r]);
       b->shm = ShmTransport::Create(*group_store, g.axis_rank, size, std::max<int64_t>(0, options.shm_budget_bytes),
-                                    options.timeout, spin, &b->shm_why_not);
+                                    options.timeout, spin, group_pids, &b->shm_why_not);
     } catch (const ShmError& e) {
       throw DistError(impl->Context(axis, "creating the process group") + ": " + e.what() +
                       " (a peer may have exited)");
@@ -711,7 +713,7 @@ P2PHandle DistContext::SendRecv(Axis axis, std::vector<Send> sends, std::vector<
   auto state = std::make_unique<P2PHandle::State>();
   state->context = impl_->Context(axis, op);
   state->context_failed = impl_->failed;
-  state->peers = impl_->PeersOf(axis);
+  state->peers = impl_->Group(axis).local_peers;
   state->timeout = impl_->options.timeout;
   for (const Send& s : sends) {
     if (s.dst < 0 || s.dst >= n || s.dst == me) {
@@ -759,7 +761,7 @@ P2PHandle DistContext::SendRecv(Axis axis, std::vector<Send> sends, std::vector<
     throw;
   } catch (const std::exception& e) {
     *impl_->failed = true;
-    const std::string gone = GonePeers(state->peers);
+    const std::string gone = GonePeers(*state->peers);
     throw DistError(state->context + " failed posting " + where + " after " +
                     std::to_string(ElapsedMs(start)) + " ms: " + BackendMessage(e) +
                     (gone.empty() ? "" : "; " + gone) + " (a peer may have exited)");

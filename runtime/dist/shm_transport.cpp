@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <immintrin.h>
 #include <linux/futex.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -20,7 +19,6 @@
 #include <cstring>
 #include <ctime>
 #include <random>
-#include <thread>
 
 #include <ATen/ATen.h>
 
@@ -45,7 +43,6 @@ struct alignas(kLine) SegmentHeader {
 struct alignas(kLine) RankWord {
   std::atomic<uint32_t> doorbell;  // futex word: bumped whenever a peer published or consumed for us
   std::atomic<uint32_t> sleepers;  // > 0 while this rank sleeps on the doorbell
-  int32_t pid;
 };
 
 struct alignas(kLine) Counter {
@@ -172,7 +169,6 @@ std::string MakeSegment(ShmTransport::Segment& seg, c10d::Store& store, int rank
     SegmentHeader* h = seg.header();
     h->size = size;
     h->piece_bytes = piece;
-    for (int r = 0; r < size; ++r) seg.rank_word(r)->pid = 0;
     std::atomic_thread_fence(std::memory_order_release);
     h->magic = kMagic;
     store.set("shm/name", Bytes(name));
@@ -199,43 +195,34 @@ std::string MakeSegment(ShmTransport::Segment& seg, c10d::Store& store, int rank
 
 std::unique_ptr<ShmTransport> ShmTransport::Create(c10d::Store& store, int rank, int size, int64_t budget_bytes,
                                                    std::chrono::milliseconds timeout, std::chrono::microseconds spin,
-                                                   std::string* why_not) {
+                                                   const std::vector<int>& pids, std::string* why_not) {
   auto no = [&](const std::string& why) -> std::unique_ptr<ShmTransport> {
     if (why_not) *why_not = why;
     return nullptr;
   };
   try {
-    // 1. Agree on whether to try: same host everywhere, every rank willing, the smallest budget.
-    const std::string me = HostIdentity() + "|" + std::to_string(budget_bytes);
-    store.set("shm/host/" + std::to_string(rank), Bytes(me));
+    // 1. Agree on whether to try: every rank willing, the smallest budget. Every rank decides
+    // from the same published budgets and the same pid table, so all decide alike.
+    store.set("shm/budget/" + std::to_string(rank), Bytes(std::to_string(budget_bytes)));
     std::vector<std::string> keys;
-    for (int r = 0; r < size; ++r) keys.push_back("shm/host/" + std::to_string(r));
+    for (int r = 0; r < size; ++r) keys.push_back("shm/budget/" + std::to_string(r));
     store.wait(keys, timeout);
-    std::string first_host;
     int64_t budget = budget_bytes;
     int refusing = -1;  // a rank whose budget is 0
-    bool same_host = true;
     for (int r = 0; r < size; ++r) {
-      std::string v = String(store.get(keys[r]));
-      const size_t bar = v.rfind('|');
-      const std::string host = v.substr(0, bar);
-      const int64_t b = std::stoll(v.substr(bar + 1));
+      const int64_t b = std::stoll(String(store.get(keys[r])));
       if (b <= 0 && refusing < 0) refusing = r;
       budget = std::min<int64_t>(budget, b);
-      if (r == 0) first_host = host;
-      same_host = same_host && host == first_host;
     }
     if (budget_bytes <= 0) return no("shared memory is turned off");
     if (refusing >= 0) return no("shared memory is turned off on group rank " + std::to_string(refusing));
-    if (!same_host) return no("the group's ranks run on more than one host");
+    if (static_cast<int>(pids.size()) != size || std::any_of(pids.begin(), pids.end(), [](int p) { return p <= 0; })) {
+      return no("the group's ranks run on more than one host");
+    }
 
     // 2. Rank 0 creates the segment, the others map it; 3. everyone reports and reads all reports.
     auto seg = std::make_unique<Segment>();
     std::string err = MakeSegment(*seg, store, rank, size, ShmPieceBytes(size, budget));
-    if (err.empty()) {
-      RankWord* w = seg->rank_word(rank);
-      w->pid = static_cast<int32_t>(getpid());
-    }
     store.set("shm/ok/" + std::to_string(rank), Bytes(err.empty() ? "1" : "!" + err));
     keys.clear();
     for (int r = 0; r < size; ++r) keys.push_back("shm/ok/" + std::to_string(r));
@@ -252,26 +239,26 @@ std::unique_ptr<ShmTransport> ShmTransport::Create(c10d::Store& store, int rank,
       if (!name.empty() && name[0] != '!') shm_unlink(name.c_str());
     }
     if (!failure.empty()) return no(failure);
-    return std::unique_ptr<ShmTransport>(new ShmTransport(std::move(seg), rank, size, timeout, spin));
+    return std::unique_ptr<ShmTransport>(new ShmTransport(std::move(seg), rank, size, timeout, spin, pids));
   } catch (const std::exception& e) {
     throw ShmError(std::string("shared-memory rendezvous failed: ") + e.what());
   }
 }
 
 ShmTransport::ShmTransport(std::unique_ptr<Segment> segment, int rank, int size, std::chrono::milliseconds timeout,
-                           std::chrono::microseconds spin)
+                           std::chrono::microseconds spin, std::vector<int> pids)
     : seg_(std::move(segment)),
       rank_(rank),
       size_(size),
       timeout_(timeout),
       spin_(spin),
+      pids_(std::move(pids)),
       sent_(size, 0),
       received_(size, 0) {}
 
 ShmTransport::~ShmTransport() = default;
 
 int64_t ShmTransport::piece_bytes() const { return seg_->piece; }
-int64_t ShmTransport::segment_bytes() const { return seg_->bytes; }
 
 namespace {
 
@@ -291,8 +278,6 @@ void Ring(ShmTransport::Segment& seg, int peer) {
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(&w->doorbell), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
   }
 }
-
-bool Alive(int32_t pid) { return !ProcessGone(pid); }
 
 }  // namespace
 
@@ -426,13 +411,12 @@ void ShmTransport::Exchange(const std::vector<at::Tensor>& send, const std::vect
       // one more pass, since its last pieces may still sit in the channel.
       for (int j = 0; j < n; ++j) {
         if (j == me || (out[j].finished && in[j].finished)) continue;
-        const int32_t pid = seg.rank_word(j)->pid;
-        if (Alive(pid)) continue;
+        if (!ProcessGone(pids_[j])) continue;
         if (!gone[j]) {
           gone[j] = true;
           continue;
         }
-        throw ShmError("group rank " + std::to_string(j) + " (pid " + std::to_string(pid) +
+        throw ShmError("group rank " + std::to_string(j) + " (pid " + std::to_string(pids_[j]) +
                        ") exited before this exchange finished (sent it " + std::to_string(out[j].done) + " of " +
                        std::to_string(out[j].bytes) + " bytes, received " + std::to_string(in[j].done) + " of " +
                        std::to_string(in[j].bytes) + ")");

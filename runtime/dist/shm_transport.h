@@ -17,7 +17,7 @@
 // (2 n (n-1) piece_bytes in all). Waiting spins briefly, then sleeps on a futex in the
 // segment that senders and receivers ring after every piece.
 //
-// Failure: a peer that exited (its pid is gone) while this rank still needs it, a message whose
+// Failure: a peer that exited (its pid, from Create's table, is gone) while this rank still needs it, a message whose
 // byte count differs from what this rank expects (shapes that disagree between ranks), or the
 // timeout: Exchange throws ShmError naming the peer; the transport is unusable afterwards.
 //
@@ -48,18 +48,20 @@ class ShmTransport {
  public:
   // Collective over the `size` ranks that share `store` (keys go under "shm/"); call it on
   // every rank, also with budget_bytes 0 (off), so that ranks configured differently agree
-  // instead of waiting for each other. Every rank publishes its host identity (hostname and
-  // boot id) and `budget_bytes`; when all hosts are equal and every budget > 0, group rank 0 creates the segment (sized from the smallest
-  // budget, reserved with posix_fallocate so a full /dev/shm fails here and not later with
-  // SIGBUS), the others map it, and all agree through the store that it worked. Otherwise
-  // every rank of the group returns null and *why_not says why (all ranks decide alike, so a
-  // group never mixes transports). Throws ShmError only when the store itself fails.
+  // instead of waiting for each other. `pids`: every group rank's process id, 0 for a rank on
+  // another host (DistContext exchanges them once for all groups); the waits use them to see
+  // a peer that died. Every rank publishes `budget_bytes`; when every budget > 0 and every rank
+  // is on this host, group rank 0 creates the segment (sized from the smallest budget,
+  // reserved with posix_fallocate so a full /dev/shm fails here and not later with SIGBUS),
+  // the others map it, and all agree through the store that it worked. Otherwise every rank of
+  // the group returns null and *why_not says why (all ranks decide alike, so a group never
+  // mixes transports). Throws ShmError only when the store itself fails.
   // `spin`: how long a waiting rank polls before it sleeps on the futex; polling answers in
   // well under a microsecond instead of a wake-up, but steals the core from a rank that shares
   // it, so pass zero when the host has fewer cores than busy threads.
   static std::unique_ptr<ShmTransport> Create(c10d::Store& store, int rank, int size, int64_t budget_bytes,
                                               std::chrono::milliseconds timeout, std::chrono::microseconds spin,
-                                              std::string* why_not);
+                                              const std::vector<int>& pids, std::string* why_not);
   ~ShmTransport();
   ShmTransport(const ShmTransport&) = delete;
   ShmTransport& operator=(const ShmTransport&) = delete;
@@ -73,18 +75,18 @@ class ShmTransport {
   void Exchange(const std::vector<at::Tensor>& send, const std::vector<at::Tensor>& recv);
 
   int64_t piece_bytes() const;
-  int64_t segment_bytes() const;
 
   struct Segment;  // internal
 
  private:
   ShmTransport(std::unique_ptr<Segment> segment, int rank, int size, std::chrono::milliseconds timeout,
-               std::chrono::microseconds spin);
+               std::chrono::microseconds spin, std::vector<int> pids);
   std::unique_ptr<Segment> seg_;
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_;
   std::chrono::microseconds spin_;
+  std::vector<int> pids_;           // per group rank
   std::vector<uint64_t> sent_;      // pieces published on channel me -> j
   std::vector<uint64_t> received_;  // pieces consumed on channel j -> me
   bool broken_ = false;

@@ -38,7 +38,8 @@ std::vector<std::string> OnRanks(int size, const std::vector<int64_t>& budgets,
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] {
       try {
-        auto t = ShmTransport::Create(*store, r, size, budgets[r], timeout, std::chrono::microseconds(20), &why[r]);
+        auto t = ShmTransport::Create(*store, r, size, budgets[r], timeout, std::chrono::microseconds(20),
+                                      std::vector<int>(size, getpid()), &why[r]);
         if (t) body(r, *t);
       } catch (const std::exception& e) {
         errors[r] = e.what();
