@@ -30,6 +30,8 @@ import re
 import sys
 from collections import OrderedDict
 
+from diffusers_models import EmptyFactory, make_inputs
+
 FORMAT = "weft.graph/1"
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -441,123 +443,6 @@ def host_values():
 
 
 # ----------------------------------------------------------------------------------------------
-# Model inputs per class, at a workload. Shapes follow shared/reference/model-configs.md.
-
-def latent_video(frames, height, width, temporal=4, spatial=8):
-    return (frames - 1) // temporal + 1, height // spatial, width // spatial
-
-
-def make_inputs(cls_name, cfg, wl):
-    import torch
-    bf = torch.bfloat16
-    B = wl.get("batch", 1)
-    T = wl.get("text_len", 512)
-
-    def t(*shape, dtype=bf):
-        return torch.empty(*shape, dtype=dtype)
-
-    if cls_name == "FluxTransformer2DModel":
-        n = (wl["height"] // 16) * (wl["width"] // 16)
-        kw = dict(hidden_states=t(B, n, cfg["in_channels"]),
-                  encoder_hidden_states=t(B, T, cfg["joint_attention_dim"]),
-                  pooled_projections=t(B, cfg.get("pooled_projection_dim", 768)),
-                  timestep=t(B), img_ids=t(n, 3, dtype=torch.float32),
-                  txt_ids=t(T, 3, dtype=torch.float32))
-        if cfg.get("guidance_embeds", False):
-            kw["guidance"] = t(B)
-        return kw
-    if cls_name == "Flux2Transformer2DModel":
-        n = (wl["height"] // 16) * (wl["width"] // 16)
-        kw = dict(hidden_states=t(B, n, cfg["in_channels"]),
-                  encoder_hidden_states=t(B, T, cfg["joint_attention_dim"]),
-                  timestep=t(B), img_ids=t(B, n, 4, dtype=torch.float32),
-                  txt_ids=t(B, T, 4, dtype=torch.float32))
-        if cfg.get("guidance_embeds", True):
-            kw["guidance"] = t(B)
-        return kw
-    if cls_name == "QwenImageTransformer2DModel":
-        h, w = wl["height"] // 16, wl["width"] // 16
-        return dict(hidden_states=t(B, h * w, cfg["in_channels"]),
-                    encoder_hidden_states=t(B, T, cfg["joint_attention_dim"]),
-                    encoder_hidden_states_mask=t(B, T, dtype=torch.int64),
-                    timestep=t(B), img_shapes=[[(1, h, w)]] * B)
-    if cls_name == "QwenImage21Transformer2DModel":
-        # Text-to-image as QwenImage21Pipeline calls it (diffusers 0.42.1): the VAE downsamples 16x
-        # and the latents go in unpatched, one token per 16x16 pixels with in_channels channels; the
-        # pipeline floors height and width to multiples of 32 so that each vision-language slot
-        # covers 2x2 latent tokens. encoder_hidden_states: the T text tokens left after the system
-        # prompt is dropped, not padded at batch 1, so encoder_hidden_states_mask is None (the
-        # pipeline drops an all-ones mask). img_mask: False for each text token (no condition
-        # image), then one True slot per 2x2 target tokens (its `append_target_slots`). The model
-        # reads img_mask's values to lay out the joint sequence, so it is a real CPU tensor (see
-        # `host_values`).
-        if wl["height"] % 32 or wl["width"] % 32:
-            raise SystemExit("export_graph: QwenImage 2.1 takes multiples of 32 pixels, not %dx%d"
-                             % (wl["width"], wl["height"]))
-        h, w = wl["height"] // 16, wl["width"] // 16
-        p = cfg.get("patch_size", 1)
-        img_mask = torch.cat([torch.zeros(B, T, dtype=torch.bool, device="cpu"),
-                              torch.ones(B, h * w // 4, dtype=torch.bool, device="cpu")], dim=1)
-        return dict(hidden_states=t(B, h * w, cfg["in_channels"] * p * p),
-                    encoder_hidden_states=t(B, T, cfg["context_in_dim"]),
-                    timestep=t(B), img_shapes=[[(1, h, w)]] * B, img_mask=img_mask)
-    if cls_name in ("WanTransformer3DModel", "ChronoEditTransformer3DModel"):
-        f, h, w = latent_video(wl["frames"], wl["height"], wl["width"])
-        kw = dict(hidden_states=t(B, cfg["in_channels"], f, h, w), timestep=t(B),
-                  encoder_hidden_states=t(B, T, cfg["text_dim"]))
-        if cfg.get("image_dim"):
-            kw["encoder_hidden_states_image"] = t(B, wl.get("image_len", 257), cfg["image_dim"])
-        return kw
-    if cls_name == "HeliosTransformer3DModel":
-        f, h, w = wl["latent_frames"], wl["height"] // 8, wl["width"] // 8
-        short, mid, long_ = wl["history_sizes"][2] + 1, wl["history_sizes"][1], wl["history_sizes"][0]
-        c = cfg["in_channels"]
-        i64 = torch.int64
-        return dict(hidden_states=t(B, c, f, h, w), timestep=t(B),
-                    encoder_hidden_states=t(B, T, cfg["text_dim"]),
-                    indices_hidden_states=t(1, f, dtype=i64),
-                    indices_latents_history_short=t(1, short, dtype=i64),
-                    indices_latents_history_mid=t(1, mid, dtype=i64),
-                    indices_latents_history_long=t(1, long_, dtype=i64),
-                    latents_history_short=t(B, c, short, h, w),
-                    latents_history_mid=t(B, c, mid, h, w),
-                    latents_history_long=t(B, c, long_, h, w))
-    if cls_name == "LTXVideoTransformer3DModel":
-        f, h, w = latent_video(wl["frames"], wl["height"], wl["width"], 8, 32)
-        return dict(hidden_states=t(B, f * h * w, cfg["in_channels"]),
-                    encoder_hidden_states=t(B, T, cfg["caption_channels"]), timestep=t(B),
-                    encoder_attention_mask=t(B, T), num_frames=f, height=h, width=w,
-                    rope_interpolation_scale=(8 / wl.get("fps", 25), 32, 32))
-    if cls_name == "LTX2VideoTransformer3DModel":
-        f, h, w = latent_video(wl["frames"], wl["height"], wl["width"], 8, 32)
-        fps = wl.get("fps", 24.0)
-        audio = round(wl["frames"] / fps * 25)
-        return dict(hidden_states=t(B, f * h * w, cfg["in_channels"]),
-                    audio_hidden_states=t(B, audio, cfg["audio_in_channels"]),
-                    encoder_hidden_states=t(B, T, cfg["caption_channels"]),
-                    audio_encoder_hidden_states=t(B, T, cfg["caption_channels"]),
-                    timestep=t(B), encoder_attention_mask=t(B, T),
-                    audio_encoder_attention_mask=t(B, T), num_frames=f, height=h, width=w,
-                    fps=fps, audio_num_frames=audio)
-    if cls_name == "MiniMaxH3Transformer3DModel":
-        lat = (wl["frames"] - 5) // 17 * 5 + 2
-        h, w = wl["height"] // 32, wl["width"] // 32
-        nv = lat * h * w
-        na = 2 * round(wl["frames"] / 24 * 40)
-        s = T + na + nv
-        i64 = torch.int64
-        return dict(hidden_states=t(B, nv, cfg["in_channels"] * 4),
-                    audio_hidden_states=t(B, na, cfg["audio_in_channels"]),
-                    encoder_hidden_states=t(B, T, cfg["text_dim"]),
-                    timestep=t(wl.get("num_timesteps", 1)),
-                    timestep_indices=t(s, dtype=i64), token_tags=t(s, dtype=i64),
-                    position_ids=t(s, 3, dtype=torch.float64),
-                    video_indices=t(nv, dtype=i64), audio_indices=t(na, dtype=i64),
-                    text_indices=t(T, dtype=i64))
-    raise SystemExit("export_graph: no input builder for class %s" % cls_name)
-
-
-# ----------------------------------------------------------------------------------------------
 # Config values the plans may name (packed block sizes, widths).
 
 def derived_config(cls_name, cfg, model):
@@ -690,7 +575,7 @@ def export(config_path, workload_names=None, device="meta"):
         if workload_names and wl["name"] not in workload_names:
             continue
         with torch.device(device):
-            inputs = make_inputs(cls_name, cfg, wl)
+            inputs = make_inputs(cls_name, cfg, wl, EmptyFactory(torch.bfloat16))
         for x in _tensors_in(inputs, []):
             if x.is_floating_point() and not x.is_meta:
                 x.normal_()

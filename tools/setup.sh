@@ -10,7 +10,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # Debian packages: the build toolchain and the C++ libraries the compiler side uses.
-apt_packages=(cmake g++ make ccache pkg-config antlr4 libantlr4-runtime-dev nlohmann-json3-dev libre2-dev libgloo-dev
+apt_packages=(cmake g++ make ccache pkg-config antlr4 libantlr4-runtime-dev nlohmann-json3-dev libre2-dev libgloo-dev libzip-dev
               libgtest-dev libgmock-dev libfmt-dev libcli11-dev python3 python3-venv python3-pip)
 if [[ "${WEFT_SKIP_APT:-0}" != 1 ]]; then
   missing=()

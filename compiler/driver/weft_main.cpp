@@ -15,6 +15,7 @@ Command MakeDumpCommand(CLI::App& weft);
 Command MakeCheckCommand(CLI::App& weft);
 Command MakeCompileCommand(CLI::App& weft);
 Command MakeExplainCommand(CLI::App& weft);
+Command MakeProgramCommand(CLI::App& weft);
 }  // namespace weft::driver
 
 int main(int argc, char** argv) {
@@ -23,8 +24,8 @@ int main(int argc, char** argv) {
   weft.set_version_flag("--version", std::string(weft::VersionLine()));
   weft.require_subcommand(0, 1);
 
-  const std::vector<CommandFactory> factories = {MakeFmtCommand,   MakeDumpCommand,    MakeCheckCommand,
-                                                  MakeCompileCommand, MakeExplainCommand};
+  const std::vector<CommandFactory> factories = {MakeFmtCommand,     MakeDumpCommand,    MakeCheckCommand,
+                                                  MakeCompileCommand, MakeExplainCommand, MakeProgramCommand};
   std::vector<Command> commands;
   for (CommandFactory make : factories) commands.push_back(make(weft));
 

@@ -9,6 +9,7 @@ set(_rules
   "compiler/diag|compiler/source/ compiler/diag/|"
   "compiler/syntax|compiler/source/ compiler/diag/ compiler/syntax/ grammar/|antlr4"
   "compiler/model|compiler/source/ compiler/diag/ compiler/model/|"
+  "compiler/program|compiler/source/ compiler/model/ compiler/program/|"
   "compiler/plan|compiler/source/ compiler/plan/|"
   "compiler/bind|compiler/source/ compiler/diag/ compiler/syntax/ compiler/model/ compiler/plan/ compiler/bind/|re2"
   "compiler/lower|compiler/source/ compiler/diag/ compiler/model/ compiler/plan/ compiler/bind/ compiler/lower/|"

@@ -1,0 +1,352 @@
+#include "compiler/program/bindings.h"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+
+#include "compiler/program/archive.h"
+#include "compiler/program/expr.h"
+
+namespace weft::program {
+namespace {
+
+using Json = nlohmann::json;
+
+void CollectLeaves(const TreeSpec& spec, const std::string& arg, const std::string& path, std::vector<size_t>& index,
+                   std::vector<FlatInput>& out) {
+  if (spec.IsLeaf()) {
+    FlatInput f;
+    f.arg = arg;
+    f.path = path;
+    f.index = index;
+    out.push_back(std::move(f));
+    return;
+  }
+  for (size_t i = 0; i < spec.children.size(); ++i) {
+    index.push_back(i);
+    const std::string key = spec.keys.size() == spec.children.size() ? "['" + spec.keys[i] + "']" : "[" + std::to_string(i) + "]";
+    CollectLeaves(spec.children[i], arg, path + key, index, out);
+    index.pop_back();
+  }
+}
+
+std::string Where(const Program& p) { return p.path.empty() ? std::string("program") : p.path; }
+
+// The caller's value at `index` inside a JSON argument, or nullopt when the structure differs.
+std::optional<Json> At(const Json& value, const std::vector<size_t>& index) {
+  const Json* v = &value;
+  for (size_t i : index) {
+    if (v->is_array()) {
+      if (i >= v->size()) return std::nullopt;
+      v = &(*v)[i];
+    } else if (v->is_object()) {
+      if (i >= v->size()) return std::nullopt;
+      auto it = v->begin();
+      std::advance(it, static_cast<long>(i));
+      v = &*it;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return *v;
+}
+
+ExprValue FromJson(const Json& v) {
+  if (v.is_boolean()) return ExprValue::Bool(v.get<bool>());
+  if (v.is_number_integer()) return ExprValue::Int(v.get<int64_t>());
+  if (v.is_array()) {
+    std::vector<ExprValue> items;
+    for (const Json& x : v) items.push_back(FromJson(x));
+    return ExprValue::List(std::move(items));
+  }
+  ExprValue none;
+  none.kind = ExprValue::Kind::kNone;
+  return none;
+}
+
+std::string DimName(const std::string& arg, size_t dim) { return arg + ".size(" + std::to_string(dim) + ")"; }
+
+}  // namespace
+
+std::vector<FlatInput> FlattenInputs(const Program& program) {
+  std::vector<size_t> user;
+  for (size_t i = 0; i < program.input_specs.size(); ++i) {
+    const InputSpec::Kind k = program.input_specs[i].kind;
+    if (k == InputSpec::Kind::kUserInput || k == InputSpec::Kind::kConstantInput) user.push_back(i);
+  }
+  std::vector<FlatInput> leaves;
+  const ModuleCall* root = program.Root();
+  if (root == nullptr || !root->has_signature) {
+    // No spec: each user input is a whole argument named after its graph value.
+    for (size_t i : user) {
+      FlatInput f;
+      f.graph_input = i;
+      const InputSpec& s = program.input_specs[i];
+      f.arg = s.kind == InputSpec::Kind::kConstantInput ? s.target : s.arg.name;
+      if (f.arg.empty() && !s.arg.sym_ints.empty()) f.arg = s.arg.sym_ints[0].name;
+      f.path = f.arg;
+      leaves.push_back(std::move(f));
+    }
+    return leaves;
+  }
+  const TreeSpec& spec = root->in_spec;
+  if (spec.type != "builtins.tuple" || spec.children.size() != 2) {
+    throw ProgramError(Where(program) + ": the root's input spec is not (args, kwargs)");
+  }
+  std::vector<std::string> names = program.ForwardArgNames();
+  std::vector<const TreeSpec*> args;
+  for (const TreeSpec& c : spec.children[0].children) args.push_back(&c);
+  for (const TreeSpec& c : spec.children[1].children) args.push_back(&c);
+  if (names.size() != args.size()) {
+    throw ProgramError(Where(program) + ": the root's input spec has " + std::to_string(args.size()) +
+                       " arguments but names " + std::to_string(names.size()));
+  }
+  for (size_t a = 0; a < args.size(); ++a) {
+    std::vector<size_t> index;
+    CollectLeaves(*args[a], names[a], names[a], index, leaves);
+  }
+  if (leaves.size() != user.size()) {
+    throw ProgramError(Where(program) + ": the root's input spec has " + std::to_string(leaves.size()) +
+                       " leaves but the graph " + std::to_string(user.size()) + " user inputs");
+  }
+  for (size_t i = 0; i < leaves.size(); ++i) leaves[i].graph_input = user[i];
+  return leaves;
+}
+
+std::optional<int64_t> Bindings::Symbol(const std::string& name) const {
+  auto it = symbols_.find(name);
+  if (it == symbols_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string Bindings::Origin(const std::string& symbol) const {
+  auto it = origins_.find(symbol);
+  return it == origins_.end() ? symbol : it->second;
+}
+
+int64_t Bindings::Eval(const SymInt& size) const {
+  if (!size.symbolic) return size.value;
+  auto cached = cache_.find(size.expr);
+  if (cached != cache_.end()) return cached->second;
+  ExprEnv env;
+  env.symbol = [this](const std::string& s) { return Symbol(s); };
+  const int64_t v = Expr::Parse(size.expr).Evaluate(env);
+  cache_.emplace(size.expr, v);
+  return v;
+}
+
+std::vector<int64_t> Bindings::Sizes(const TensorMeta& meta) const {
+  std::vector<int64_t> out;
+  out.reserve(meta.sizes.size());
+  for (const SymInt& s : meta.sizes) out.push_back(Eval(s));
+  return out;
+}
+
+Bindings Bindings::Bind(const Program& program, const std::vector<InputDesc>& inputs) {
+  const std::string where = Where(program);
+  std::map<std::string, const InputDesc*> given;
+  for (const InputDesc& d : inputs) given[d.name] = &d;
+  const std::vector<FlatInput> flat = FlattenInputs(program);
+  std::vector<std::string> arg_names;
+  for (const FlatInput& f : flat) {
+    if (arg_names.empty() || arg_names.back() != f.arg) arg_names.push_back(f.arg);
+  }
+  auto list = [&]() {
+    std::string s;
+    for (const std::string& n : arg_names) s += (s.empty() ? "" : ", ") + n;
+    return s;
+  };
+  for (const InputDesc& d : inputs) {
+    bool known = false;
+    for (const std::string& n : arg_names) known = known || n == d.name;
+    if (!known) throw ProgramError(where + ": the program has no forward argument `" + d.name + "` (it takes " + list() + ")");
+  }
+
+  Bindings b;
+  struct Deferred {
+    std::string what;  // "hidden_states.size(1)"
+    SymInt size;
+    int64_t actual;
+  };
+  std::vector<Deferred> deferred;
+  std::map<std::string, Json> parsed;  // non-tensor arguments
+  auto bind = [&](const std::string& expr_text, int64_t actual, const std::string& what) {
+    Expr e = Expr::Parse(expr_text);
+    const std::string sym = e.AsSymbol();
+    if (sym.empty()) {
+      deferred.push_back({what, SymInt{true, 0, expr_text}, actual});
+      return;
+    }
+    auto it = b.symbols_.find(sym);
+    if (it == b.symbols_.end()) {
+      b.symbols_.emplace(sym, actual);
+      b.origins_.emplace(sym, what);
+    } else if (it->second != actual) {
+      throw ProgramError(where + ": " + what + " is " + std::to_string(actual) + " but " + b.origins_[sym] + " is " +
+                         std::to_string(it->second) + "; the program requires them equal (both are its size " + sym + ")");
+    }
+  };
+
+  for (const FlatInput& f : flat) {
+    const InputSpec& spec = program.input_specs[f.graph_input];
+    const Argument& graph_arg = program.inputs[f.graph_input];
+    auto it = given.find(f.arg);
+    if (it == given.end()) {
+      if (spec.kind == InputSpec::Kind::kConstantInput) continue;  // a default the export recorded
+      throw ProgramError(where + ": missing forward argument `" + f.arg + "` (the program takes " + list() + ")");
+    }
+    const InputDesc& d = *it->second;
+    if (graph_arg.kind == Argument::Kind::kTensor && spec.kind == InputSpec::Kind::kUserInput) {
+      if (!d.tensor || !f.index.empty()) {
+        throw ProgramError(where + ": forward argument `" + f.path + "` must be a tensor");
+      }
+      const TensorMeta* meta = program.FindTensor(graph_arg.name);
+      if (meta == nullptr) throw ProgramError(where + ": graph input `" + graph_arg.name + "` has no tensor metadata");
+      if (d.shape.size() != meta->sizes.size()) {
+        throw ProgramError(where + ": forward argument `" + f.arg + "` has " + std::to_string(d.shape.size()) +
+                           " dimensions; the program takes " + std::to_string(meta->sizes.size()));
+      }
+      const std::string want = ScalarTypeName(meta->dtype);
+      if (!d.dtype.empty() && !want.empty() && d.dtype != want) {
+        throw ProgramError(where + ": forward argument `" + f.arg + "` is " + d.dtype + "; the program was exported with " +
+                           want);
+      }
+      for (size_t dim = 0; dim < d.shape.size(); ++dim) {
+        const SymInt& s = meta->sizes[dim];
+        if (!s.symbolic) {
+          if (s.value != d.shape[dim]) {
+            throw ProgramError(where + ": " + DimName(f.arg, dim) + " is " + std::to_string(d.shape[dim]) +
+                               "; the program was exported with it fixed at " + std::to_string(s.value));
+          }
+          continue;
+        }
+        bind(s.expr, d.shape[dim], DimName(f.arg, dim));
+      }
+      continue;
+    }
+    // A non-tensor leaf: an integer argument, or a constant the export recorded.
+    if (d.tensor) throw ProgramError(where + ": forward argument `" + f.path + "` must not be a tensor");
+    auto p = parsed.find(f.arg);
+    if (p == parsed.end()) {
+      Json v = Json::parse(d.value_json.empty() ? "null" : d.value_json, nullptr, false);
+      if (v.is_discarded()) throw ProgramError(where + ": forward argument `" + f.arg + "` is not valid JSON");
+      p = parsed.emplace(f.arg, std::move(v)).first;
+    }
+    std::optional<Json> leaf = At(p->second, f.index);
+    if (!leaf) throw ProgramError(where + ": forward argument `" + f.arg + "` has no element " + f.path);
+    const Argument& recorded = spec.kind == InputSpec::Kind::kConstantInput ? spec.value : graph_arg;
+    switch (recorded.kind) {
+      case Argument::Kind::kSymInt: {
+        if (!leaf->is_number_integer()) throw ProgramError(where + ": `" + f.path + "` must be an integer");
+        const SymIntRef& ref = recorded.sym_ints[0];
+        if (!ref.is_name) {
+          if (ref.value != leaf->get<int64_t>()) {
+            throw ProgramError(where + ": `" + f.path + "` is " + leaf->dump() + "; the program was exported with it fixed at " +
+                               std::to_string(ref.value));
+          }
+          break;
+        }
+        auto sv = program.sym_int_values.find(ref.name);
+        if (sv == program.sym_int_values.end()) {
+          throw ProgramError(where + ": symbolic input `" + ref.name + "` has no value in the program");
+        }
+        if (!sv->second.symbolic) {  // specialised by the export (a 0 or 1, or forced by the model)
+          if (sv->second.value != leaf->get<int64_t>()) {
+            throw ProgramError(where + ": `" + f.path + "` is " + leaf->dump() + "; the program was exported with it fixed at " +
+                               std::to_string(sv->second.value));
+          }
+          break;
+        }
+        bind(sv->second.expr, leaf->get<int64_t>(), f.path);
+        break;
+      }
+      case Argument::Kind::kInt:
+        if (!leaf->is_number_integer() || leaf->get<int64_t>() != recorded.i) {
+          throw ProgramError(where + ": `" + f.path + "` is " + leaf->dump() + "; the program was exported with it fixed at " +
+                             std::to_string(recorded.i) + " (export again with it dynamic, or pass that value)");
+        }
+        break;
+      case Argument::Kind::kBool:
+        if (!leaf->is_boolean() || leaf->get<bool>() != recorded.b) {
+          throw ProgramError(where + ": `" + f.path + "` is " + leaf->dump() + "; the program was exported with " +
+                             (recorded.b ? "true" : "false"));
+        }
+        break;
+      case Argument::Kind::kFloat:
+        if (!leaf->is_number() || leaf->get<double>() != recorded.f) {
+          throw ProgramError(where + ": `" + f.path + "` is " + leaf->dump() + "; the program was exported with " +
+                             Json(recorded.f).dump());
+        }
+        break;
+      case Argument::Kind::kNone:
+        if (!leaf->is_null()) {
+          throw ProgramError(where + ": `" + f.path + "` is " + leaf->dump() + "; the program was exported with it None");
+        }
+        break;
+      case Argument::Kind::kString:
+        if (!leaf->is_string() || leaf->get<std::string>() != recorded.s) {
+          throw ProgramError(where + ": `" + f.path + "` is " + leaf->dump() + "; the program was exported with \"" +
+                             recorded.s + "\"");
+        }
+        break;
+      default:
+        throw ProgramError(where + ": forward argument `" + f.path + "` is a " + ArgumentKindName(recorded.kind) +
+                           ", which weft cannot bind");
+    }
+  }
+
+  for (const Deferred& d : deferred) {
+    int64_t want = 0;
+    try {
+      want = b.Eval(d.size);
+    } catch (const ExprError& e) {
+      throw ProgramError(where + ": " + d.what + ": " + e.what());
+    }
+    if (want != d.actual) {
+      throw ProgramError(where + ": " + d.what + " is " + std::to_string(d.actual) + "; the program requires " +
+                         std::to_string(want) + " (" + d.size.expr + ")");
+    }
+  }
+
+  ExprEnv env;
+  env.symbol = [&b](const std::string& s) { return b.Symbol(s); };
+  env.input = [&](const std::string& name) -> std::optional<ExprValue> {
+    auto it = given.find(name);
+    if (it == given.end()) return std::nullopt;
+    if (it->second->tensor) return ExprValue::Tensor(it->second->shape);
+    auto p = parsed.find(name);
+    if (p != parsed.end()) return FromJson(p->second);
+    Json v = Json::parse(it->second->value_json.empty() ? "null" : it->second->value_json, nullptr, false);
+    return FromJson(v);
+  };
+  for (const RangeConstraint& r : program.range_constraints) {
+    int64_t v = 0;
+    try {
+      v = Expr::Parse(r.expr).Evaluate(env);
+    } catch (const ExprError& e) {
+      throw ProgramError(where + ": range constraint on " + r.expr + ": " + e.what());
+    }
+    const std::string sym = Expr::Parse(r.expr).AsSymbol();
+    const std::string what = sym.empty() ? r.expr : b.Origin(sym) + " (size " + sym + ")";
+    if (r.min && v < *r.min) {
+      throw ProgramError(where + ": " + what + " is " + std::to_string(v) + ", below the program's minimum " +
+                         std::to_string(*r.min));
+    }
+    if (r.max && v > *r.max) {
+      throw ProgramError(where + ": " + what + " is " + std::to_string(v) + ", above the program's maximum " +
+                         std::to_string(*r.max));
+    }
+  }
+  for (const std::string& guard : program.guards) {
+    int64_t ok = 0;
+    try {
+      ok = Expr::Parse(guard).Evaluate(env);
+    } catch (const ExprError& e) {
+      throw ProgramError(where + ": cannot check the program's guard: " + e.what());
+    }
+    if (!ok) throw ProgramError(where + ": the inputs break the program's guard `" + guard + "`");
+  }
+  return b;
+}
+
+}  // namespace weft::program

@@ -1,0 +1,182 @@
+"""diffusers transformers' forward inputs as weft's Python tools build them, at a workload.
+
+Shared by tools/export_graph.py (shapes on the meta device), tools/export_program.py (torch.export
+programs) and tools/make_fixtures.py (reference outputs on seeded random weights), so that all three
+agree on what a model's inputs are.
+
+  make_inputs(cls_name, cfg, workload, factory)   forward keyword arguments at a workload
+  EmptyFactory(dtype)                              uninitialised tensors (shapes only)
+  RandomFactory(dtype, seed)                       seeded random floats, meaningful control values
+
+A workload is a dict: pixel `height`, `width`, `frames` (video), `text_len`, `batch`, and class
+specific keys (`latent_frames`, `history_sizes`, `image_len`, `fps`, `num_timesteps`). Shapes follow
+shared/reference/model-configs.md and the classes' pipelines in diffusers 0.42.1.
+"""
+
+import contextlib
+import copy
+
+# ----------------------------------------------------------------------------------------------
+# Tensor factories: what make_inputs builds tensors with.
+
+
+class EmptyFactory:
+    """Uninitialised tensors on the current default device (tools/export_graph.py: shapes only, on the
+    meta device). Control tensors the forward reads values from are made on the CPU by make_inputs
+    itself (see export_graph.host_values)."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+    def float(self, *shape, dtype=None):
+        import torch
+        return torch.empty(*shape, dtype=dtype or self.dtype)
+
+    def ints(self, *shape, values=None, dtype=None):
+        import torch
+        return torch.empty(*shape, dtype=dtype or torch.int64)
+
+
+class RandomFactory:
+    """Seeded random floats and the given values for control tensors, on the CPU."""
+
+    def __init__(self, dtype, seed):
+        import torch
+        self.dtype = dtype
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def float(self, *shape, dtype=None):
+        import torch
+        return torch.randn(*shape, generator=self.gen, dtype=torch.float32).to(dtype or self.dtype)
+
+    def ints(self, *shape, values=None, dtype=None):
+        import torch
+        dtype = dtype or torch.int64
+        if values is None:
+            return torch.zeros(*shape, dtype=dtype)
+        return torch.as_tensor(values).to(dtype).reshape(*shape)
+
+
+
+def latent_video(frames, height, width, temporal=4, spatial=8):
+    return (frames - 1) // temporal + 1, height // spatial, width // spatial
+
+
+def make_inputs(cls_name, cfg, wl, f):
+    """Keyword arguments of `cls_name.forward` at workload `wl`, tensors made by factory `f`.
+    Non-tensor arguments (QwenImage's img_shapes, LTX's num_frames ...) are plain Python values."""
+    import torch
+    B = wl.get("batch", 1)
+    T = wl.get("text_len", 512)
+    i64 = torch.int64
+
+    if cls_name == "FluxTransformer2DModel":
+        n = (wl["height"] // 16) * (wl["width"] // 16)
+        kw = dict(hidden_states=f.float(B, n, cfg["in_channels"]),
+                  encoder_hidden_states=f.float(B, T, cfg["joint_attention_dim"]),
+                  pooled_projections=f.float(B, cfg.get("pooled_projection_dim", 768)),
+                  timestep=f.float(B), img_ids=f.float(n, 3, dtype=torch.float32),
+                  txt_ids=f.float(T, 3, dtype=torch.float32))
+        if cfg.get("guidance_embeds", False):
+            kw["guidance"] = f.float(B)
+        return kw
+    if cls_name == "Flux2Transformer2DModel":
+        n = (wl["height"] // 16) * (wl["width"] // 16)
+        kw = dict(hidden_states=f.float(B, n, cfg["in_channels"]),
+                  encoder_hidden_states=f.float(B, T, cfg["joint_attention_dim"]),
+                  timestep=f.float(B), img_ids=f.float(B, n, 4, dtype=torch.float32),
+                  txt_ids=f.float(B, T, 4, dtype=torch.float32))
+        if cfg.get("guidance_embeds", True):
+            kw["guidance"] = f.float(B)
+        return kw
+    if cls_name == "QwenImageTransformer2DModel":
+        h, w = wl["height"] // 16, wl["width"] // 16
+        return dict(hidden_states=f.float(B, h * w, cfg["in_channels"]),
+                    encoder_hidden_states=f.float(B, T, cfg["joint_attention_dim"]),
+                    encoder_hidden_states_mask=f.ints(B, T, values=[1] * (B * T)),
+                    timestep=f.float(B), img_shapes=[[(1, h, w)]] * B)
+    if cls_name == "QwenImage21Transformer2DModel":
+        # Text-to-image as QwenImage21Pipeline calls it (diffusers 0.42.1): the VAE downsamples 16x
+        # and the latents go in unpatched, one token per 16x16 pixels with in_channels channels; the
+        # pipeline floors height and width to multiples of 32 so that each vision-language slot
+        # covers 2x2 latent tokens. encoder_hidden_states: the T text tokens left after the system
+        # prompt is dropped, not padded at batch 1, so encoder_hidden_states_mask is None (the
+        # pipeline drops an all-ones mask). img_mask: False for each text token (no condition
+        # image), then one True slot per 2x2 target tokens (its `append_target_slots`). The model
+        # reads img_mask's values to lay out the joint sequence, so it is a real CPU tensor.
+        if wl["height"] % 32 or wl["width"] % 32:
+            raise SystemExit("QwenImage 2.1 takes multiples of 32 pixels, not %dx%d" % (wl["width"], wl["height"]))
+        h, w = wl["height"] // 16, wl["width"] // 16
+        p = cfg.get("patch_size", 1)
+        img_mask = torch.cat([torch.zeros(B, T, dtype=torch.bool, device="cpu"),
+                              torch.ones(B, h * w // 4, dtype=torch.bool, device="cpu")], dim=1)
+        return dict(hidden_states=f.float(B, h * w, cfg["in_channels"] * p * p),
+                    encoder_hidden_states=f.float(B, T, cfg["context_in_dim"]),
+                    timestep=f.float(B), img_shapes=[[(1, h, w)]] * B, img_mask=img_mask)
+    if cls_name in ("WanTransformer3DModel", "ChronoEditTransformer3DModel"):
+        fr, h, w = latent_video(wl["frames"], wl["height"], wl["width"])
+        kw = dict(hidden_states=f.float(B, cfg["in_channels"], fr, h, w), timestep=f.float(B),
+                  encoder_hidden_states=f.float(B, T, cfg["text_dim"]))
+        if cfg.get("image_dim"):
+            kw["encoder_hidden_states_image"] = f.float(B, wl.get("image_len", 257), cfg["image_dim"])
+        return kw
+    if cls_name == "HeliosTransformer3DModel":
+        fr, h, w = wl["latent_frames"], wl["height"] // 8, wl["width"] // 8
+        long_, mid, short = wl["history_sizes"][0], wl["history_sizes"][1], wl["history_sizes"][2] + 1
+        c = cfg["in_channels"]
+        # Frame indices as the pipeline lays them out: long, mid, short history, then the chunk.
+        start = long_ + mid + short
+        return dict(hidden_states=f.float(B, c, fr, h, w), timestep=f.float(B),
+                    encoder_hidden_states=f.float(B, T, cfg["text_dim"]),
+                    indices_hidden_states=f.ints(1, fr, values=list(range(start, start + fr))),
+                    indices_latents_history_short=f.ints(1, short, values=list(range(long_ + mid, start))),
+                    indices_latents_history_mid=f.ints(1, mid, values=list(range(long_, long_ + mid))),
+                    indices_latents_history_long=f.ints(1, long_, values=list(range(long_))),
+                    latents_history_short=f.float(B, c, short, h, w),
+                    latents_history_mid=f.float(B, c, mid, h, w),
+                    latents_history_long=f.float(B, c, long_, h, w))
+    if cls_name == "LTXVideoTransformer3DModel":
+        fr, h, w = latent_video(wl["frames"], wl["height"], wl["width"], 8, 32)
+        return dict(hidden_states=f.float(B, fr * h * w, cfg["in_channels"]),
+                    encoder_hidden_states=f.float(B, T, cfg["caption_channels"]), timestep=f.float(B),
+                    encoder_attention_mask=f.ints(B, T, values=[1] * (B * T), dtype=f.dtype),
+                    num_frames=fr, height=h, width=w,
+                    rope_interpolation_scale=(8 / wl.get("fps", 25), 32, 32))
+    if cls_name == "LTX2VideoTransformer3DModel":
+        fr, h, w = latent_video(wl["frames"], wl["height"], wl["width"], 8, 32)
+        fps = wl.get("fps", 24.0)
+        audio = wl["audio_frames"] if "audio_frames" in wl else round(wl["frames"] / fps * 25)
+        return dict(hidden_states=f.float(B, fr * h * w, cfg["in_channels"]),
+                    audio_hidden_states=f.float(B, audio, cfg["audio_in_channels"]),
+                    encoder_hidden_states=f.float(B, T, cfg["caption_channels"]),
+                    audio_encoder_hidden_states=f.float(B, T, cfg["caption_channels"]),
+                    timestep=f.float(B), encoder_attention_mask=f.ints(B, T, values=[1] * (B * T), dtype=f.dtype),
+                    audio_encoder_attention_mask=f.ints(B, T, values=[1] * (B * T), dtype=f.dtype),
+                    num_frames=fr, height=h, width=w, fps=fps, audio_num_frames=audio)
+    if cls_name == "MiniMaxH3Transformer3DModel":
+        lat = wl["latent_frames"] if "latent_frames" in wl else (wl["frames"] - 5) // 17 * 5 + 2
+        h, w = wl["height"] // 32, wl["width"] // 32
+        nv = lat * h * w
+        na = wl["audio_tokens"] if "audio_tokens" in wl else 2 * round(wl["frames"] / 24 * 40)
+        s = T + na + nv
+        nt = wl.get("num_timesteps", 1)
+        # The packed sequence: text rows, then audio, then video; every row at timestep 0 of `timestep`.
+        tags = [1] * T + [2] * na + [0] * nv
+        positions = f.float(s, 3, dtype=torch.float64)
+        return dict(hidden_states=f.float(B, nv, cfg["in_channels"] * 4),
+                    audio_hidden_states=f.float(B, na, cfg["audio_in_channels"]),
+                    encoder_hidden_states=f.float(B, T, cfg["text_dim"]),
+                    timestep=f.float(nt),
+                    timestep_indices=f.ints(s, values=[0] * s), token_tags=f.ints(s, values=tags),
+                    position_ids=positions,
+                    video_indices=f.ints(nv, values=list(range(T + na, s))),
+                    audio_indices=f.ints(na, values=list(range(T, T + na))),
+                    text_indices=f.ints(T, values=list(range(T))))
+    if cls_name == "HunyuanVideoTransformer3DModel":
+        fr, h, w = latent_video(wl["frames"], wl["height"], wl["width"])
+        return dict(hidden_states=f.float(B, cfg["in_channels"], fr, h, w), timestep=f.float(B),
+                    encoder_hidden_states=f.float(B, T, cfg["text_embed_dim"]),
+                    encoder_attention_mask=f.ints(B, T, values=[1] * (B * T)),
+                    pooled_projections=f.float(B, cfg.get("pooled_projection_dim", 768)),
+                    guidance=f.float(B))
+    raise SystemExit("no input builder for class %s" % cls_name)

@@ -1,0 +1,469 @@
+#!/usr/bin/env python3
+"""Export a diffusers transformer once as a torch.export program that weft runs in C++.
+
+  tools/export_program.py tools/model_configs/flux1-dev.json --workload 1024x1024 -o flux1-dev.pt2
+  tools/export_program.py --model-dir DIR --inputs I.safetensors -o M.pt2
+  tools/export_program.py tools/model_configs/flux-tiny.json --workload 128x128 --batch 2 --dtype bf16 -o f.pt2
+
+The model is built with its parameters on the meta device (no weights are read; they come from
+the checkpoint by name when weft runs the program) but its buffers real: buffers and lifted constants
+(Wan's RoPE tables, QwenImage's complex frequencies) are derived from the config and are not in
+checkpoints. The parameters are then handed to torch.export as fake tensors, so the archive holds
+no parameter bytes (their entries are empty; names, shapes and dtypes stay in the weights index).
+
+The export runs non-strict at one set of example inputs -- a named workload of the config, or an
+inputs file -- with every dimension of every tensor input and every integer argument marked
+`Dim.AUTO`: torch.export keeps dynamic what the model lets vary (tokens, frames, batch >= 2) and
+specialises the rest (channels). Example sizes of 1 are specialised (torch's 0/1 rule), so the
+batch stays 1 unless --batch >= 2. `scaled_dot_product_attention` stays one node (no decompositions).
+Every module's call signature is preserved, so weft sees each module's inputs and outputs.
+
+Inputs files are safetensors keyed by forward-argument name; non-tensor arguments (ints, floats,
+lists and tuples such as QwenImage's `img_shapes` or LTX's `num_frames`) are one JSON object under
+the metadata key `weft.args`. `weft-run --inputs` reads the same file.
+
+Besides torch's own entries, the archive carries `extra/weft.json` (format `weft.program/1`): the
+model class and config, the named config values plans use, each module class's forward signature,
+the module tree with containers and attributes, the dtype, and every workload of the config as
+concrete input shapes, so `weft check --program` can evaluate the program's symbolic sizes at
+each. torch writes stack traces into every node; they are dropped (they name this machine's paths)
+and the entries are deflated. See compiler/program/README.md for what weft reads.
+"""
+
+import argparse
+import builtins
+import contextlib
+import functools
+import io
+import json
+import logging
+import os
+import sys
+import time
+import zipfile
+from collections import OrderedDict
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from diffusers_models import RandomFactory, make_inputs  # noqa: E402
+
+FORMAT = "weft.program/1"
+ARGS_KEY = "weft.args"
+DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
+
+
+# ----------------------------------------------------------------------------------------------
+# Building the model: parameters on meta, buffers real.
+
+@contextlib.contextmanager
+def parameters_on_meta():
+    """Every parameter a module registers goes to the meta device; buffers stay where they are made."""
+    import torch
+    original = torch.nn.Module.register_parameter
+
+    def register(self, name, param):
+        if param is not None and not param.is_meta:
+            param = torch.nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+        original(self, name, param)
+
+    torch.nn.Module.register_parameter = register
+    try:
+        yield
+    finally:
+        torch.nn.Module.register_parameter = original
+
+
+def build_model(cls_name, cfg, dtype):
+    """The model as from_pretrained(torch_dtype=dtype) leaves it: parameters in `dtype` except those
+    of `_keep_in_fp32_modules`, buffers as computed at construction. Parameters are meta tensors."""
+    import torch
+    import diffusers
+    cls = getattr(diffusers, cls_name, None)
+    if cls is None:
+        raise SystemExit("export_program: diffusers %s has no class %s" % (diffusers.__version__, cls_name))
+    with parameters_on_meta():
+        model = cls.from_config(dict(cfg)).eval()
+    keep = set(cls._keep_in_fp32_modules or [])
+    for name, p in list(model.named_parameters()):
+        want = torch.float32 if keep & set(name.split(".")) else dtype
+        if p.dtype != want:
+            mod_name, _, pname = name.rpartition(".")
+            mod = model.get_submodule(mod_name)
+            mod._parameters[pname] = torch.nn.Parameter(p.to(want), requires_grad=False)
+    return model
+
+
+def fake_parameters(model):
+    """Replaces every parameter by a fake CPU tensor of the same shape and dtype (no storage), and
+    returns the fake mode torch.export must trace in."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    for mod in model.modules():
+        for name, p in list(mod._parameters.items()):
+            if p is None:
+                continue
+            fake = FakeTensor(mode, torch.empty(p.shape, dtype=p.dtype, device="meta"), torch.device("cpu"))
+            mod._parameters[name] = torch.nn.Parameter(fake, requires_grad=False)
+    return mode
+
+
+# ----------------------------------------------------------------------------------------------
+# Shims that keep symbolic sizes symbolic. Python-level casts in a forward (`int(n)`,
+# `torch.as_tensor(n)`, `max(h, w)`) turn a symbolic size into a constant and the program into one
+# for that size only. Each shim is active only during the export and only changes what happens to a
+# SymInt; plain Python numbers go to the builtin unchanged.
+
+def _int_keeping_symbols(x, *args):
+    import torch
+    if isinstance(x, torch.SymInt) and not args:
+        return x
+    return builtins.int(x, *args)
+
+
+def _max_keeping_symbols(*args, **kwargs):
+    import torch
+    values = tuple(args[0]) if len(args) == 1 else args
+    if not kwargs and any(isinstance(v, torch.SymInt) for v in values):
+        return functools.reduce(torch.sym_max, values)
+    return builtins.max(*args, **kwargs)
+
+
+# diffusers module -> names its forward code looks up globally, and the shim for each.
+MODULE_SHIMS = {
+    # QwenEmbedRope: int(max_txt_seq_len) and max(height // 2, width // 2, ...).
+    "diffusers.models.transformers.transformer_qwenimage": {"int": _int_keeping_symbols, "max": _max_keeping_symbols},
+}
+
+
+@contextlib.contextmanager
+def symbolic_shims():
+    import importlib
+    import torch
+    restore = []
+    for mod_name, names in MODULE_SHIMS.items():
+        try:
+            mod = importlib.import_module(mod_name)
+        except ImportError:
+            continue
+        for name, shim in names.items():
+            restore.append((mod, name, mod.__dict__.get(name, None), name in mod.__dict__))
+            setattr(mod, name, shim)
+    as_tensor = torch.as_tensor
+
+    def as_tensor_keeping_symbols(data, dtype=None, device=None):
+        # compute_text_seq_len_from_mask: torch.as_tensor(text_seq_len) of a symbolic length.
+        if isinstance(data, torch.SymInt):
+            return torch.full((), data, dtype=dtype or torch.int64, device=device)
+        return as_tensor(data, dtype=dtype, device=device)
+
+    torch.as_tensor = as_tensor_keeping_symbols
+    try:
+        yield
+    finally:
+        torch.as_tensor = as_tensor
+        for mod, name, old, had in restore:
+            if had:
+                setattr(mod, name, old)
+            else:
+                delattr(mod, name)
+
+
+# ----------------------------------------------------------------------------------------------
+# Inputs
+
+def read_inputs_file(path):
+    """Tensors by argument name plus the JSON object under `weft.args` (non-tensor arguments)."""
+    from safetensors import safe_open
+    tensors = OrderedDict()
+    with safe_open(path, framework="pt") as f:
+        meta = f.metadata() or {}
+        for key in f.keys():
+            tensors[key] = f.get_tensor(key)
+    args = json.loads(meta[ARGS_KEY], object_pairs_hook=OrderedDict) if ARGS_KEY in meta else {}
+    if not isinstance(args, dict):
+        raise SystemExit("export_program: %s: metadata %s is not a JSON object" % (path, ARGS_KEY))
+    for name in args:
+        if name in tensors:
+            raise SystemExit("export_program: %s: %s is both a tensor and in %s" % (path, name, ARGS_KEY))
+    return tensors, args
+
+
+def write_inputs_file(path, kwargs):
+    """The inverse of read_inputs_file: tensors as entries, everything else under `weft.args`."""
+    import torch
+    from safetensors.torch import save_file
+    tensors = {k: v.contiguous() for k, v in kwargs.items() if isinstance(v, torch.Tensor)}
+    args = OrderedDict((k, plain_json(v)) for k, v in kwargs.items() if not isinstance(v, torch.Tensor))
+    save_file(tensors, path, metadata={ARGS_KEY: json.dumps(args)} if args else None)
+
+
+def plain_json(v):
+    if isinstance(v, (list, tuple)):
+        return [plain_json(x) for x in v]
+    if isinstance(v, dict):
+        return OrderedDict((str(k), plain_json(x)) for k, x in v.items())
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    raise SystemExit("export_program: argument value of type %s cannot be written as JSON" % type(v).__name__)
+
+
+def ordered_kwargs(cls, kwargs):
+    """The arguments in forward-signature order (the program's input order follows it)."""
+    import inspect
+    names = [n for n in inspect.signature(cls.forward).parameters if n != "self"]
+    unknown = [k for k in kwargs if k not in names]
+    if unknown:
+        raise SystemExit("export_program: %s.forward has no argument %s (it takes %s)" % (
+            cls.__name__, ", ".join(unknown), ", ".join(names)))
+    return OrderedDict((n, kwargs[n]) for n in names if n in kwargs)
+
+
+def dynamic_spec(v):
+    """Dim.AUTO for every dimension of a tensor and every integer; nested lists/tuples alike."""
+    import torch
+    from torch.export import Dim
+    if isinstance(v, torch.Tensor):
+        return {i: Dim.AUTO for i in range(v.dim())} if v.dim() else None
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return Dim.AUTO
+    if isinstance(v, (list, tuple)):
+        return type(v)(dynamic_spec(x) for x in v)
+    return None
+
+
+def describe_inputs(kwargs):
+    """Concrete input shapes (tensors) and values (the rest) of one workload, for the manifest."""
+    import torch
+    from export_graph import dtype_name
+    out = OrderedDict()
+    for k, v in kwargs.items():
+        if isinstance(v, torch.Tensor):
+            out[k] = OrderedDict(shape=list(v.shape), dtype=dtype_name(v.dtype))
+        else:
+            out[k] = OrderedDict(value=plain_json(v))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The manifest: what Python knows and the graph does not.
+
+def manifest(name, cls_name, cfg, model, dtype, workloads, source):
+    import torch
+    import diffusers
+    import export_graph as eg
+    full_cfg = OrderedDict((k, v) for k, v in model.config.items() if not k.startswith("_"))
+    types = OrderedDict()
+    modules = []
+    attention_types = []
+    for path, mod in model.named_modules():
+        t = type(mod)
+        if t.__name__ not in types:
+            types[t.__name__] = OrderedDict(module=t.__module__, forward=eg.signature_of(t))
+            if eg.is_attention(mod):
+                attention_types.append(t.__name__)
+        entry = OrderedDict(path=path, type=t.__name__)
+        if isinstance(mod, (torch.nn.ModuleList, torch.nn.ModuleDict, torch.nn.Sequential)):
+            entry["container"] = ("list" if isinstance(mod, torch.nn.ModuleList) else
+                                  "dict" if isinstance(mod, torch.nn.ModuleDict) else "sequential")
+        children = [c for c, _ in mod.named_children()]
+        if children:
+            entry["children"] = children
+        attrs = eg.module_attrs(mod)
+        if attrs:
+            entry["attrs"] = attrs
+        modules.append(entry)
+    m = OrderedDict()
+    m["format"] = FORMAT
+    m["model"] = OrderedDict(name=name, class_name=cls_name, source=source, config=full_cfg)
+    m["producer"] = OrderedDict(tool="tools/export_program.py", diffusers=diffusers.__version__,
+                                torch=torch.__version__.split("+")[0])
+    m["dtype"] = eg.dtype_name(dtype)
+    m["config"] = eg.derived_config(cls_name, cfg, model)
+    m["types"] = types
+    m["attention_types"] = attention_types
+    m["modules"] = modules
+    m["workloads"] = workloads
+    return m
+
+
+# ----------------------------------------------------------------------------------------------
+# Writing the archive
+
+def strip_and_deflate(raw, out_path, extra):
+    """Rewrites torch's archive: node metadata keeps `nn_module_stack` only, every entry deflated,
+    `extra/weft.json` added under the archive's root folder."""
+    src = zipfile.ZipFile(io.BytesIO(raw))
+    names = src.namelist()
+    root = names[0].split("/")[0]
+    tmp = out_path + ".tmp"
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as dst:
+        for info in src.infolist():
+            data = src.read(info.filename)
+            if info.filename.startswith(root + "/models/") and info.filename.endswith(".json"):
+                program = json.loads(data)
+                for node in program["graph_module"]["graph"]["nodes"]:
+                    meta = node.get("metadata") or {}
+                    node["metadata"] = {k: v for k, v in meta.items() if k == "nn_module_stack"}
+                data = json.dumps(program, separators=(",", ":")).encode()
+            dst.writestr(zipfile.ZipInfo(info.filename, date_time=(1980, 1, 1, 0, 0, 0)), data,
+                         compress_type=zipfile.ZIP_DEFLATED)
+        dst.writestr(zipfile.ZipInfo(root + "/extra/weft.json", date_time=(1980, 1, 1, 0, 0, 0)),
+                     json.dumps(extra, indent=1) + "\n", compress_type=zipfile.ZIP_DEFLATED)
+    os.replace(tmp, out_path)
+
+
+def unpreservable_modules(model, call, spec, paths):
+    """Modules whose call signature torch.export cannot preserve, each with the reason:
+    - called with a symbolic size or another non-scalar among its arguments (QwenImage's pos_embed
+      gets the text length, LTX's rope num_frames and a device): a signature holds tensors and
+      Python constants only;
+    - called twice with different argument structures (Helios's condition_embedder).
+    Found by one export that records every call of every module instead of preserving it (torch's
+    own check raises at the first such module, without naming it)."""
+    import inspect
+    import torch
+    import torch._export.wrappers as wrappers
+    import export_graph as eg
+    from torch.utils import _pytree as pytree
+    found = OrderedDict()
+    specs = {}
+    cross = {}  # attention module -> called with encoder_hidden_states
+
+    def record(mod, wrapped_path, module_call_specs):
+        submodule = torch.fx.graph_module._get_attr(mod, wrapped_path)
+        path = wrapped_path.split("_export_root.", 1)[-1]  # non-strict export wraps the model
+
+        def pre_hook(module, args, kwargs):
+            flat, in_spec = pytree.tree_flatten((args, kwargs))
+            for a in flat:
+                if not (isinstance(a, (torch.Tensor, str, int, float, bool)) or a is None):
+                    found.setdefault(path, "called with %s, not a tensor or constant" % (
+                        "a symbolic size" if isinstance(a, (torch.SymInt, torch.SymFloat)) else type(a).__name__))
+            if path in specs and specs[path] != in_spec:
+                found.setdefault(path, "called twice with different arguments")
+            specs.setdefault(path, in_spec)
+            if eg.is_attention(module) and path not in cross:
+                try:
+                    bound = inspect.signature(module.forward).bind_partial(*args, **kwargs).arguments
+                except TypeError:
+                    bound = kwargs
+                cross[path] = bound.get("encoder_hidden_states") is not None
+
+        return (submodule.register_forward_pre_hook(pre_hook, with_kwargs=True),)
+
+    original = wrappers._wrap_submodule
+    wrappers._wrap_submodule = record
+    try:
+        torch.export.export(model, (), call, dynamic_shapes=spec, strict=False, preserve_module_call_signature=paths)
+    except Exception:  # noqa: BLE001 -- the recording export only has to run the forward
+        pass
+    finally:
+        wrappers._wrap_submodule = original
+    # Which inputs feed Q and K/V, by structure as tools/export_graph.py decides it; weft's graph
+    # view uses it where an attention module's call signature could not be preserved.
+    sites = OrderedDict()
+    for path, is_cross in cross.items():
+        site = eg.attention_site(path, model.get_submodule(path),
+                                 [{"args": {"encoder_hidden_states": {} if is_cross else None}}], [])
+        sites[path] = OrderedDict((k, site[k]) for k in ("kind", "q", "kv"))
+    return found, sites
+
+
+def export(cls_name, cfg, kwargs, dtype, name, workloads, source, out_path):
+    import torch
+    logging.getLogger("diffusers").setLevel(logging.ERROR)
+    model = build_model(cls_name, cfg, dtype)
+    kwargs = ordered_kwargs(type(model), kwargs)
+    extra = manifest(name, cls_name, cfg, model, dtype, workloads, source)
+    mode = fake_parameters(model)
+    call = OrderedDict(kwargs)
+    call["return_dict"] = False
+    spec = OrderedDict((k, dynamic_spec(v)) for k, v in kwargs.items())
+    spec["return_dict"] = None
+    with symbolic_shims(), mode:
+        fake_call = OrderedDict((k, mode.from_tensor(v) if isinstance(v, torch.Tensor) else v) for k, v in call.items())
+        candidates = tuple(p for p, m in model.named_modules()
+                           if p and not isinstance(m, (torch.nn.ModuleList, torch.nn.ModuleDict)))
+        unpreserved, attention = unpreservable_modules(model, fake_call, spec, candidates)
+        preserve = tuple(p for p in candidates if p not in unpreserved)
+        extra["unpreserved"] = unpreserved
+        extra["attention"] = attention
+        start = time.time()
+        ep = torch.export.export(model, (), fake_call, dynamic_shapes=spec, strict=False,
+                                 preserve_module_call_signature=preserve)
+    seconds = time.time() - start
+    buf = io.BytesIO()
+    torch.export.save(ep, buf)
+    strip_and_deflate(buf.getvalue(), out_path, extra)
+    return ep, seconds
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("config", nargs="?", help="tools/model_configs/<name>.json (class, config and workloads)")
+    ap.add_argument("--model-dir", help="a diffusers save_pretrained directory (its config.json)")
+    ap.add_argument("--inputs", help="example inputs: safetensors by argument name, non-tensors under weft.args")
+    ap.add_argument("--workload", help="example inputs at this workload of the config (default: its first)")
+    ap.add_argument("--batch", type=int, default=1, help="batch of a workload's inputs (>= 2 keeps it dynamic)")
+    ap.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
+    ap.add_argument("--write-inputs", help="also write the example inputs to this safetensors file")
+    ap.add_argument("-o", "--output", required=True, help="the program, M.pt2")
+    args = ap.parse_args()
+    if bool(args.config) == bool(args.model_dir):
+        ap.error("give a model config or --model-dir (exactly one)")
+    import torch
+    dtype = getattr(torch, DTYPES[args.dtype])
+    if args.model_dir:
+        path = os.path.join(args.model_dir, "config.json")
+        try:
+            with open(path) as f:
+                cfg = json.load(f, object_pairs_hook=OrderedDict)
+        except (OSError, ValueError) as e:
+            raise SystemExit("export_program: cannot read %s: %s" % (path, e))
+        name, source, workload_specs = os.path.basename(os.path.normpath(args.model_dir)), path, []
+    else:
+        with open(args.config) as f:
+            spec = json.load(f, object_pairs_hook=OrderedDict)
+        cfg, name, source = OrderedDict(spec["config"]), spec["name"], spec.get("source", "")
+        workload_specs = spec.get("workloads", [])
+    cfg = OrderedDict((k, v) for k, v in cfg.items() if not k.startswith("_") or k == "_class_name")
+    if "_class_name" not in cfg:
+        raise SystemExit("export_program: the config has no _class_name (which diffusers class to build)")
+    cls_name = cfg.pop("_class_name")
+
+    workloads = []
+    for wl in workload_specs:
+        wl = dict(wl, batch=wl.get("batch", args.batch))
+        kw = make_inputs(cls_name, cfg, wl, RandomFactory(dtype, 0))
+        workloads.append(OrderedDict(name=wl["name"], params=OrderedDict((k, v) for k, v in wl.items() if k != "name"),
+                                     inputs=describe_inputs(kw)))
+    if args.inputs:
+        tensors, extra_args = read_inputs_file(args.inputs)
+        kwargs = OrderedDict(list(tensors.items()) + list(extra_args.items()))
+        workloads.insert(0, OrderedDict(name="example", params=OrderedDict(file=os.path.basename(args.inputs)),
+                                        inputs=describe_inputs(kwargs)))
+    else:
+        if not workload_specs:
+            raise SystemExit("export_program: --model-dir needs --inputs (the config has no workloads)")
+        chosen = args.workload or workload_specs[0]["name"]
+        match = [w for w in workload_specs if w["name"] == chosen]
+        if not match:
+            raise SystemExit("export_program: no workload %s; the config has %s" % (
+                chosen, ", ".join(w["name"] for w in workload_specs)))
+        wl = dict(match[0], batch=match[0].get("batch", args.batch))
+        kwargs = make_inputs(cls_name, cfg, wl, RandomFactory(dtype, 0))
+    if args.write_inputs:
+        write_inputs_file(args.write_inputs, kwargs)
+    ep, seconds = export(cls_name, cfg, kwargs, dtype, name, workloads, source, args.output)
+    nodes = sum(1 for n in ep.graph.nodes if n.op == "call_function")
+    print("%s: %s, %d nodes, %d dynamic sizes, exported in %.1f s, %d bytes" % (
+        args.output, cls_name, nodes, len(ep.range_constraints), seconds, os.path.getsize(args.output)),
+        file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
