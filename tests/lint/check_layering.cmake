@@ -16,7 +16,8 @@ set(_rules
   "compiler/driver|compiler/|"
   "compiler|compiler/|"
   "runtime|runtime/|torch"
-  "executor|compiler/source/ compiler/diag/ compiler/model/ compiler/plan/ compiler/compile.h runtime/ executor/|torch")
+  "runtime/program|runtime/ compiler/source/ compiler/model/ compiler/program/|torch"
+  "executor|compiler/source/ compiler/diag/ compiler/model/ compiler/plan/ compiler/program/ compiler/compile.h runtime/ executor/|torch")
 # Third-party families that only some layers may include, and how to recognise them.
 set(_family_torch "^<(torch|ATen|c10|caffe2|gloo)/")
 set(_family_antlr4 "antlr4-runtime|^<antlr4|Parser\\.h\"|Lexer\\.h\"")

@@ -1,0 +1,68 @@
+#pragma once
+
+// weft's interpreter for torch.export programs (compiler/program): every node's operator is
+// resolved once through the ATen dispatcher when the program loads, every argument converted to
+// what the operator's schema takes, and every value given a slot in a frame; a run then walks
+// the nodes, pushing arguments and calling each operator boxed, and frees every intermediate
+// after its last use. Symbolic sizes are computed by the program's own nodes (sym_size, Python
+// operators on them), so any input that satisfies the program's guards runs.
+//
+// What is refused when loading, never mid-run, with the node named: an operator this LibTorch
+// lacks, an argument kind the interpreter cannot bind (subgraphs, custom objects), a program that
+// mutates its buffers or inputs. Device arguments are rewritten to the run's device.
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/program/program.h"
+
+namespace weft::interp {
+
+struct LoadOptions {
+  c10::Device device = c10::Device(c10::kCPU);
+  // Substitute weft's fast kernels for the op patterns it knows (fp32 CPU Linear as a oneDNN
+  // matmul on a weight packed once); results equal up to float rounding.
+  bool fast_kernels = true;
+};
+
+class Interpreter {
+ public:
+  // Prepares `program` (which must outlive the interpreter). Throws program::ProgramError
+  // naming the node (and its module) for anything it cannot run.
+  static std::unique_ptr<Interpreter> Load(const program::Program& program, const LoadOptions& options);
+  ~Interpreter();
+
+  // The graph inputs that are parameters, buffers or lifted constants, by fqn, in program order.
+  struct StateInput {
+    std::string fqn;
+    program::InputSpec::Kind kind;
+    size_t graph_input;
+  };
+  const std::vector<StateInput>& state_inputs() const;
+  // Binds state input `fqn` to a tensor the caller owns (a parameter slot that loading or tensor
+  // parallelism may replace: the interpreter reads it at every run).
+  void BindState(const std::string& fqn, const at::Tensor* tensor);
+
+  // Runs the program on the user inputs, one value per graph user input (FlattenInputs order;
+  // tensors, ints, None ...). Returns the user outputs. Inputs must fit the program (the caller
+  // checks them with program::Bindings first; a mismatch otherwise surfaces as the failing node).
+  std::vector<at::Tensor> Run(const std::vector<c10::IValue>& user_inputs);
+
+  size_t num_nodes() const;
+  // How many nodes run a substituted fast kernel (for reports and tests).
+  size_t fast_nodes() const;
+
+  struct Impl;
+
+ private:
+  explicit Interpreter(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace weft::interp
