@@ -316,14 +316,68 @@ def strip_and_deflate(raw, out_path, extra):
     os.replace(tmp, out_path)
 
 
+def _is_constant(a):
+    """A leaf a preserved call signature can hold: a tensor or a plain Python constant."""
+    import torch
+    return a is None or isinstance(a, (torch.Tensor, str, bool, int, float)) and not isinstance(
+        a, (torch.SymInt, torch.SymFloat, torch.SymBool))
+
+
+@contextlib.contextmanager
+def preserving_signatures(bypassed):
+    """torch.export preserves a module's call signature by passing its flattened arguments through
+    a tracepoint, which takes tensors and Python constants only: a module called with a symbolic
+    size (LTX's rope gets num_frames, QwenImage's pos_embed the text length) or a device cannot be
+    preserved, and torch raises without naming it. This wrapper (active during the export) passes
+    those leaves around the tracepoint instead, so the module keeps a signature whose inputs are
+    its tensors and constants, and records in `bypassed` (path -> leaf positions) which leaves of
+    the input spec have no input, so readers can align the rest."""
+    import torch
+    import torch._export.wrappers as wrappers
+    from torch.utils import _pytree as pytree
+
+    def wrap(mod, wrapped_path, module_call_specs):
+        submodule = torch.fx.graph_module._get_attr(mod, wrapped_path)
+        path = wrapped_path.split("_export_root.", 1)[-1]  # non-strict export wraps the model
+
+        def pre_hook(module, args, kwargs):
+            flat, in_spec = pytree.tree_flatten((args, kwargs))
+            kept = [i for i, a in enumerate(flat) if _is_constant(a)]
+            skipped = [i for i in range(len(flat)) if i not in kept]
+            if skipped:
+                bypassed[path] = skipped
+            traced = wrappers._export_tracepoint(*[flat[i] for i in kept], kind="module_call_inputs", path=wrapped_path)
+            for i, v in zip(kept, traced):
+                flat[i] = v
+            return pytree.tree_unflatten(flat, in_spec)
+
+        def post_hook(module, args, kwargs, result):
+            _, in_spec = pytree.tree_flatten((args, kwargs))
+            flat, out_spec = pytree.tree_flatten(result)
+            flat = list(wrappers._export_tracepoint(*flat, kind="module_call_outputs", path=wrapped_path))
+            known = module_call_specs.get(wrapped_path)
+            if known is not None and (known["in_spec"] != in_spec or known["out_spec"] != out_spec):
+                raise AssertionError("module %s is called twice with different arguments" % path)
+            module_call_specs[wrapped_path] = {"in_spec": in_spec, "out_spec": out_spec}
+            return pytree.tree_unflatten(flat, out_spec)
+
+        return (submodule.register_forward_pre_hook(pre_hook, with_kwargs=True),
+                submodule.register_forward_hook(post_hook, with_kwargs=True))
+
+    original = wrappers._wrap_submodule
+    wrappers._wrap_submodule = wrap
+    try:
+        yield
+    finally:
+        wrappers._wrap_submodule = original
+
+
 def unpreservable_modules(model, call, spec, paths):
-    """Modules whose call signature torch.export cannot preserve, each with the reason:
-    - called with a symbolic size or another non-scalar among its arguments (QwenImage's pos_embed
-      gets the text length, LTX's rope num_frames and a device): a signature holds tensors and
-      Python constants only;
-    - called twice with different argument structures (Helios's condition_embedder).
-    Found by one export that records every call of every module instead of preserving it (torch's
-    own check raises at the first such module, without naming it)."""
+    """Modules whose call signature cannot be preserved even so, each with the reason: called twice
+    with different argument structures (Helios's condition_embedder), or returning something other
+    than tensors and constants. Found by one export that records every call of every module instead
+    of preserving it; it also records, for every attention module, whether it was called with
+    encoder_hidden_states (see below)."""
     import inspect
     import torch
     import torch._export.wrappers as wrappers
@@ -338,11 +392,7 @@ def unpreservable_modules(model, call, spec, paths):
         path = wrapped_path.split("_export_root.", 1)[-1]  # non-strict export wraps the model
 
         def pre_hook(module, args, kwargs):
-            flat, in_spec = pytree.tree_flatten((args, kwargs))
-            for a in flat:
-                if not (isinstance(a, (torch.Tensor, str, int, float, bool)) or a is None):
-                    found.setdefault(path, "called with %s, not a tensor or constant" % (
-                        "a symbolic size" if isinstance(a, (torch.SymInt, torch.SymFloat)) else type(a).__name__))
+            _, in_spec = pytree.tree_flatten((args, kwargs))
             if path in specs and specs[path] != in_spec:
                 found.setdefault(path, "called twice with different arguments")
             specs.setdefault(path, in_spec)
@@ -353,7 +403,13 @@ def unpreservable_modules(model, call, spec, paths):
                     bound = kwargs
                 cross[path] = bound.get("encoder_hidden_states") is not None
 
-        return (submodule.register_forward_pre_hook(pre_hook, with_kwargs=True),)
+        def post_hook(module, args, kwargs, result):
+            flat, _ = pytree.tree_flatten(result)
+            if not all(_is_constant(a) for a in flat):
+                found.setdefault(path, "returns a symbolic size or another non-tensor")
+
+        return (submodule.register_forward_pre_hook(pre_hook, with_kwargs=True),
+                submodule.register_forward_hook(post_hook, with_kwargs=True))
 
     original = wrappers._wrap_submodule
     wrappers._wrap_submodule = record
@@ -392,9 +448,12 @@ def export(cls_name, cfg, kwargs, dtype, name, workloads, source, out_path):
         preserve = tuple(p for p in candidates if p not in unpreserved)
         extra["unpreserved"] = unpreserved
         extra["attention"] = attention
+        bypassed = OrderedDict()
         start = time.time()
-        ep = torch.export.export(model, (), fake_call, dynamic_shapes=spec, strict=False,
-                                 preserve_module_call_signature=preserve)
+        with preserving_signatures(bypassed):
+            ep = torch.export.export(model, (), fake_call, dynamic_shapes=spec, strict=False,
+                                     preserve_module_call_signature=preserve)
+        extra["bypassed"] = bypassed
     seconds = time.time() - start
     buf = io.BytesIO()
     torch.export.save(ep, buf)

@@ -19,6 +19,8 @@
 
 #include "compiler/compile.h"
 #include "compiler/diag/consumer.h"
+#include "compiler/program/graph_view.h"
+#include "compiler/program/program_reader.h"
 
 namespace weft::driver {
 
@@ -26,6 +28,7 @@ namespace weft::driver {
 struct CompileOptions {
   std::vector<std::string> plans;
   std::vector<std::string> graphs;    // graph files; default: every graphs/*.graph.json of the plan's class
+  std::vector<std::string> programs;  // torch.export programs (.pt2), checked through their graph view
   std::string graphs_dir = "graphs";
   std::vector<std::string> meshes = {"ulysses=2"};
   std::vector<std::string> workloads;  // default: every workload of the graph
@@ -48,6 +51,9 @@ inline void AddCompileOptions(CLI::App* app, CompileOptions& o, bool many) {
   }
   app->add_option("--graph", o.graphs, "Model graph files (weft.graph/1); default: the graphs in --graphs-dir "
                                         "whose model class matches the plan")
+      ->check(CLI::ExistingFile);
+  app->add_option("--program", o.programs, "torch.export programs (.pt2, tools/export_program.py) to check against, "
+                                          "through their weft.graph/1 view (see `weft program --graph-json`)")
       ->check(CLI::ExistingFile);
   app->add_option("--graphs-dir", o.graphs_dir, "Where to look for graphs (default: graphs)");
   app->add_option("--mesh", o.meshes, "Mesh axes, e.g. ring=2,ulysses=2,tp=1 (repeatable)");
@@ -172,7 +178,17 @@ inline int LoadInputs(const CompileOptions& o, Inputs& in, diag::Emitter& diags,
     in.plan_files.push_back(file);
     in.plans.push_back(syntax::ParsePlan(src, diags));
   }
-  const std::vector<std::string> graph_files = o.graphs.empty() ? DefaultGraphs(o.graphs_dir) : o.graphs;
+  const bool explicit_models = !o.graphs.empty() || !o.programs.empty();
+  const std::vector<std::string> graph_files = explicit_models ? o.graphs : DefaultGraphs(o.graphs_dir);
+  for (const std::string& file : o.programs) {
+    try {
+      in.graphs.push_back(program::GraphOfProgram(program::ReadProgramFile(file)));
+      in.graph_files.push_back(file);
+    } catch (const program::ProgramError& e) {
+      std::cerr << "weft " << command << ": " << e.what() << "\n";
+      return 2;
+    }
+  }
   for (const std::string& file : graph_files) {
     model::GraphReadResult r = model::ReadGraphFile(file);
     if (!r.graph) {
@@ -207,7 +223,7 @@ inline int LoadInputs(const CompileOptions& o, Inputs& in, diag::Emitter& diags,
     if (!any_graph) {
       // Other plans are still checked; the caller ends with status 2.
       std::cerr << "weft " << command << ": no graph of class `" << in.plans[p]->model.text << "` for plan `"
-                << in.plan_files[p] << "`" << (o.graphs.empty() ? " in `" + o.graphs_dir + "`" : std::string())
+                << in.plan_files[p] << "`" << (explicit_models ? std::string() : " in `" + o.graphs_dir + "`")
                 << "; pass one with --graph\n";
       ++in.plans_without_graph;
     }

@@ -118,15 +118,23 @@ model::Value ValueOf(const Program& p, const Bindings& b, const Argument& a) {
 }
 
 // Values of a spec's leaves, grouped as the spec groups them: a container of leaves is a tuple.
-model::Value GroupLeaves(const Program& p, const Bindings& b, const TreeSpec& spec, const std::vector<Argument>& leaves,
-                         size_t& next) {
+// `leaves` holds each leaf's input (nullptr: a symbolic size passed around the signature).
+model::Value GroupLeaves(const Program& p, const Bindings& b, const TreeSpec& spec,
+                         const std::vector<const Argument*>& leaves, size_t& next) {
   if (spec.IsLeaf()) {
     if (next >= leaves.size()) return model::Value::None();
-    return ValueOf(p, b, leaves[next++]);
+    const Argument* a = leaves[next++];
+    return a == nullptr ? model::Value::Scalar("\"symbolic\"") : ValueOf(p, b, *a);
   }
   std::vector<model::Value> items;
   for (const TreeSpec& c : spec.children) items.push_back(GroupLeaves(p, b, c, leaves, next));
   return model::Value::Tuple(std::move(items));
+}
+
+std::vector<const Argument*> Pointers(const std::vector<Argument>& args) {
+  std::vector<const Argument*> out;
+  for (const Argument& a : args) out.push_back(&a);
+  return out;
 }
 
 // A preserved module call as a traced call: arguments named by the forward signature
@@ -134,19 +142,20 @@ model::Value GroupLeaves(const Program& p, const Bindings& b, const TreeSpec& sp
 model::Call CallOf(const Program& p, const Bindings& b, const ModuleCall& call, const model::ModuleType* type) {
   model::Call out;
   const TreeSpec& spec = call.in_spec;
+  const std::vector<const Argument*> leaves = p.LeafInputs(call);
   size_t next = 0;
   std::vector<std::pair<std::string, model::Value>> args;
   if (spec.type == "builtins.tuple" && spec.children.size() == 2) {
     const TreeSpec& positional = spec.children[0];
     for (size_t i = 0; i < positional.children.size(); ++i) {
       std::string name = type != nullptr && i < type->args.size() ? type->args[i].name : "arg" + std::to_string(i);
-      args.emplace_back(name, GroupLeaves(p, b, positional.children[i], call.inputs, next));
+      args.emplace_back(name, GroupLeaves(p, b, positional.children[i], leaves, next));
     }
     out.positional = static_cast<int64_t>(positional.children.size());
     const TreeSpec& keywords = spec.children[1];
     for (size_t i = 0; i < keywords.children.size(); ++i) {
       std::string name = i < keywords.keys.size() ? keywords.keys[i] : "kwarg" + std::to_string(i);
-      args.emplace_back(name, GroupLeaves(p, b, keywords.children[i], call.inputs, next));
+      args.emplace_back(name, GroupLeaves(p, b, keywords.children[i], leaves, next));
     }
   }
   if (type != nullptr) {
@@ -157,10 +166,11 @@ model::Call CallOf(const Program& p, const Bindings& b, const ModuleCall& call, 
   }
   out.args = std::move(args);
   next = 0;
+  const std::vector<const Argument*> outputs = Pointers(call.outputs);
   if (call.out_spec.IsLeaf()) {
-    out.outputs.push_back(GroupLeaves(p, b, call.out_spec, call.outputs, next));
+    out.outputs.push_back(GroupLeaves(p, b, call.out_spec, outputs, next));
   } else {
-    for (const TreeSpec& c : call.out_spec.children) out.outputs.push_back(GroupLeaves(p, b, c, call.outputs, next));
+    for (const TreeSpec& c : call.out_spec.children) out.outputs.push_back(GroupLeaves(p, b, c, outputs, next));
   }
   return out;
 }
@@ -210,15 +220,17 @@ class Dataflow {
 };
 
 // Leaf tensor name -> forward argument name, for a preserved call.
-std::map<std::string, std::string> LeafArguments(const ModuleCall& call, const model::ModuleType* type) {
+std::map<std::string, std::string> LeafArguments(const Program& p, const ModuleCall& call, const model::ModuleType* type) {
   std::map<std::string, std::string> out;
   const TreeSpec& spec = call.in_spec;
   if (spec.type != "builtins.tuple" || spec.children.size() != 2) return out;
+  const std::vector<const Argument*> leaves = p.LeafInputs(call);
   size_t next = 0;
   auto take = [&](const TreeSpec& sub, const std::string& name) {
     const size_t n = sub.LeafCount();
-    for (size_t i = 0; i < n && next < call.inputs.size(); ++i, ++next) {
-      for (const std::string& t : call.inputs[next].TensorNames()) out[t] = name;
+    for (size_t i = 0; i < n && next < leaves.size(); ++i, ++next) {
+      if (leaves[next] == nullptr) continue;
+      for (const std::string& t : leaves[next]->TensorNames()) out[t] = name;
     }
   };
   for (size_t i = 0; i < spec.children[0].children.size(); ++i) {
@@ -371,7 +383,7 @@ model::ModelGraph GraphOfProgram(const Program& p) {
     const model::ModuleType* type = g.TypeOf(path);
     std::set<std::string> q_args, kv_args;
     if (call != nullptr && call->has_signature) {
-      const auto leaves = LeafArguments(*call, type);
+      const auto leaves = LeafArguments(p, *call, type);
       for (size_t n : site_nodes[path]) {
         const Node& node = p.nodes[n];
         if (node.inputs.size() < 2) continue;

@@ -1,5 +1,9 @@
 #include "compiler/program/program.h"
 
+#include <algorithm>
+
+#include "compiler/program/archive.h"
+
 namespace weft::program {
 
 std::string ScalarTypeName(ScalarType type) {
@@ -137,6 +141,32 @@ std::vector<std::string> Program::ForwardArgNames() const {
     for (const std::string& k : spec.children[1].keys) names.push_back(k);
   }
   return names;
+}
+
+std::vector<const Argument*> Program::LeafInputs(const ModuleCall& call) const {
+  const size_t leaves = call.in_spec.LeafCount();
+  const std::string path = call.fqn.substr(0, call.fqn.find('@'));
+  const std::vector<size_t>* skipped = nullptr;
+  if (manifest) {
+    for (const auto& [p, positions] : manifest->bypassed) {
+      if (p == path) skipped = &positions;
+    }
+  }
+  std::vector<const Argument*> out;
+  size_t next = 0;
+  for (size_t leaf = 0; leaf < leaves; ++leaf) {
+    if (skipped != nullptr && std::binary_search(skipped->begin(), skipped->end(), leaf)) {
+      out.push_back(nullptr);
+      continue;
+    }
+    out.push_back(next < call.inputs.size() ? &call.inputs[next] : nullptr);
+    ++next;
+  }
+  if (next != call.inputs.size() && !(call.fqn.empty() && call.inputs.empty())) {
+    throw ProgramError(this->path + ": module `" + call.fqn + "` has " + std::to_string(call.inputs.size()) +
+                       " signature inputs for " + std::to_string(next) + " input-spec leaves");
+  }
+  return out;
 }
 
 }  // namespace weft::program

@@ -206,6 +206,9 @@ struct Manifest {
   // added Q projection makes it joint, an encoder_hidden_states argument cross, else self); used
   // where the module's call signature could not be preserved for dataflow.
   std::vector<model::AttentionSite> attention;
+  // Preserved calls whose input spec has leaves without an input (symbolic sizes, devices, which a
+  // signature cannot hold): module path -> those leaf positions, ascending.
+  std::vector<std::pair<std::string, std::vector<size_t>>> bypassed;
   // Modules whose call signature torch.export could not keep, with the reason.
   std::vector<std::pair<std::string, std::string>> unpreserved;
 };
@@ -237,6 +240,10 @@ struct Program {
   const ModuleCall* Root() const { return FindModuleCall(""); }
   // The user inputs' forward-argument names, in the order the root's in_spec lists them.
   std::vector<std::string> ForwardArgNames() const;
+  // The input of each leaf of `call`'s input spec, in spec order; nullptr for a leaf the
+  // exporter passed around the signature (Manifest::bypassed). Throws ProgramError when the
+  // counts disagree.
+  std::vector<const Argument*> LeafInputs(const ModuleCall& call) const;
 };
 
 }  // namespace weft::program

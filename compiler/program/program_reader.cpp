@@ -543,6 +543,14 @@ Manifest ParseManifest(const std::string& text, const std::string& where) {
       m.attention.push_back(std::move(site));
     }
   }
+  if (const Json* by = OptField(j, "bypassed")) {
+    for (auto& [path, leaves] : by->items()) {
+      std::vector<size_t> positions;
+      for (const Json& x : Array(leaves, where + ".bypassed")) positions.push_back(static_cast<size_t>(Int(x, where + ".bypassed")));
+      std::sort(positions.begin(), positions.end());
+      m.bypassed.emplace_back(path, std::move(positions));
+    }
+  }
   if (const Json* un = OptField(j, "unpreserved")) {
     for (auto& [path, why] : un->items()) m.unpreserved.emplace_back(path, String(why, where + ".unpreserved"));
   }
