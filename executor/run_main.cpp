@@ -30,6 +30,7 @@
 #include "executor/graph_dump.h"
 #include "executor/model_dir.h"
 #include "executor/plan_loader.h"
+#include "executor/program_job.h"
 #include "executor/run_job.h"
 #include "executor/smoke_job.h"
 #include "runtime/dist/dist_context.h"
@@ -49,7 +50,9 @@ struct RunOptions {
   int threads = 0;
   bool no_prefix = false;
   bool smoke = false;
-  // The job (executor/run_job.h).
+  // The job (executor/run_job.h), or a program's (executor/program_job.h).
+  std::string program;
+  bool dtype_given = false;
   std::string plan;
   std::string compiled;
   std::string model = "flux:tiny";
@@ -189,6 +192,27 @@ int RunRank(const RunOptions& o) {
   int status = 0;
   if (o.smoke) {
     status = exec::RunSmokeJobAndReport(*ctx, setup_ms, std::cout);
+  } else if (!o.program.empty()) {
+    exec::ProgramJobOptions job;
+    job.program = o.program;
+    job.model_dir = o.model_dir;
+    job.weights = o.weights;
+    job.inputs = o.inputs;
+    job.workload = o.workload;
+    job.output = o.output;
+    job.dtype = o.dtype_given ? o.dtype : "";
+    job.device = device;
+    job.fast_kernels = !o.unfused;
+    job.seed = o.seed;
+    job.check = o.check;
+    if (o.tolerance > 0) job.tolerance = o.tolerance;
+    job.warmup = o.warmup;
+    job.iters = o.iters;
+    job.trace = o.trace;
+    job.profile_ops = o.profile_ops;
+    job.report = o.report;
+    job.progress = world.rank == 0;
+    status = exec::RunProgramJob(*ctx, job);
   } else {
     JobModel model = ResolveModel(o);
     model.graph_hash = exec::ModelGraphHash(model.spec);
@@ -268,7 +292,7 @@ std::string MemoryRefusal(const RunOptions& o, const models::ModelSpec& spec, co
 int RunLauncher(const RunOptions& o, int argc, char** argv) {
   // Bad arguments are reported once, here, rather than by every rank.
   std::optional<JobModel> model;
-  if (!o.smoke) {
+  if (!o.smoke && o.program.empty()) {
     try {
       model = ResolveModel(o);
     } catch (const std::exception& e) {
@@ -277,7 +301,7 @@ int RunLauncher(const RunOptions& o, int argc, char** argv) {
     }
   }
   int nproc = o.nproc;
-  if (nproc == 0) nproc = o.mesh.empty() ? 4 : dist::ParseMeshShape(o.mesh).WorldSize();
+  if (nproc == 0) nproc = !o.mesh.empty() ? dist::ParseMeshShape(o.mesh).WorldSize() : o.program.empty() ? 4 : 1;
   dist::MeshShape shape = ResolveMesh(o, nproc);
   if (shape.WorldSize() != nproc) {
     std::cerr << "weft-run: --mesh " << shape.ToString() << " has " << shape.WorldSize()
@@ -336,6 +360,12 @@ int main(int argc, char** argv) {
                                                     "plans/<family>.weft)")->check(CLI::ExistingFile);
   app.add_option("--compiled", o.compiled, "Compiled plan (weft.plan/1 JSON from `weft compile`)")
       ->check(CLI::ExistingFile)->excludes(plan_opt);
+  auto* program_opt = app.add_option("--program", o.program, "A torch.export program (.pt2, tools/export_program.py) to "
+                                                             "run instead of a built-in model, on one rank: weights "
+                                                             "from --model-dir or --weights (default: seeded), inputs "
+                                                             "from --inputs (default: made at its first workload); "
+                                                             "--check compares with the built-in model of its class")
+                          ->check(CLI::ExistingFile);
   app.add_option("--model", o.model, "Built-in model NAME:CONFIG: flux:{tiny,small,dev,schnell}, "
                                      "wan:{tiny,small,1.3b,14b,...} (default flux:tiny)");
   app.add_option("--model-dir", o.model_dir, "A diffusers save_pretrained directory (config.json + *.safetensors, "
@@ -359,7 +389,8 @@ int main(int argc, char** argv) {
                  "Gloo) or gloo")
       ->check(CLI::IsMember({"shm", "gloo"}));
   app.add_option("--device", o.device, "cpu (shared memory or Gloo, see --cpu-transport) or cuda (NCCL; local rank i on GPU i)")->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("--dtype", o.dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
+  auto* dtype_opt = app.add_option("--dtype", o.dtype, "fp32 or bf16 (with --program: the program's, which is the default)")
+                        ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--weights", o.weights, "Checkpoint safetensors file(s) in diffusers key names (default: "
                                          "seeded random weights)")->check(CLI::ExistingFile);
   app.add_option("--inputs", o.inputs, "Inputs as safetensors keyed by forward argument name (default: seeded "
@@ -390,6 +421,11 @@ int main(int argc, char** argv) {
   // No arguments at all: the embedded default job, checked.
   if (argc == 1) o.check = true;
   o.dump_graph = dump_opt->count() > 0;
+  o.dtype_given = dtype_opt->count() > 0;
+  if (program_opt->count() > 0 && (plan_opt->count() > 0 || !o.compiled.empty() || o.smoke || o.dump_graph)) {
+    std::cerr << "weft-run: --program runs a program unsharded; it takes no --plan, --compiled, --smoke or --dump-graph\n";
+    return 2;
+  }
   if (o.device == "cuda") {
 #ifndef WEFT_WITH_CUDA
     std::cerr << "weft-run: --device cuda needs a build with CUDA (-DWEFT_ENABLE_CUDA=ON against a CUDA LibTorch)\n";

@@ -23,6 +23,11 @@ class Tracer {
   // Records every collective `ctx` issues until Detach(ctx).
   void AttachCollectives(dist::DistContext& ctx);
   void DetachCollectives(dist::DistContext& ctx);
+  // A call recorded by someone else (a program's module spans): begun at `start_us` (NowUs()).
+  void AddCall(const std::string& name, const std::string& type, double start_us) {
+    events_.push_back({name, type, start_us, NowUs() - start_us});
+  }
+  double NowUs() const;
   // Writes {"traceEvents": [...]} with one complete ("X") event per recorded call.
   void Write(const std::string& path) const;
   size_t events() const { return events_.size(); }
@@ -37,7 +42,6 @@ class Tracer {
 
  private:
   friend class TraceHook;
-  double NowUs() const;
   int rank_;
   std::chrono::steady_clock::time_point start_;
   std::vector<Event> events_;

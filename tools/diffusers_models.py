@@ -180,3 +180,50 @@ def make_inputs(cls_name, cfg, wl, f):
                     pooled_projections=f.float(B, cfg.get("pooled_projection_dim", 768)),
                     guidance=f.float(B))
     raise SystemExit("no input builder for class %s" % cls_name)
+
+
+# ----------------------------------------------------------------------------------------------
+# Seeded weights, identical to weft's nn::RandomizeParameters / SeededValues (runtime/nn/
+# load_weights.h): element i of parameter `fqn` is scale * u_i, u_i uniform in [-1, 1) from a
+# splitmix64 stream keyed by the name and the seed, all exact in fp32, so a diffusers model and a
+# weft model given the same seed hold the same bits without a checkpoint.
+
+_MASK = (1 << 64) - 1
+
+
+def _splitmix64(x):
+    import numpy as np
+    with np.errstate(over="ignore"):
+        z = x + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def _fnv1a64(text):
+    h = 0xcbf29ce484222325
+    for b in text.encode():
+        h = ((h ^ b) * 0x100000001b3) & _MASK
+    return h
+
+
+def seeded_values(fqn, shape, seed):
+    """The fp32 values weft's SeededValues gives parameter `fqn` of `shape`."""
+    import math
+    import numpy as np
+    import torch
+    n = int(np.prod(shape)) if len(shape) else 1
+    scale = np.float32(0.5) if len(shape) <= 1 else np.float32(1.0 / math.sqrt(n // max(1, shape[0])))
+    base = _splitmix64(np.array([(seed ^ _fnv1a64(fqn)) & _MASK], dtype=np.uint64))[0]
+    with np.errstate(over="ignore"):
+        bits = _splitmix64(base + np.arange(n, dtype=np.uint64))
+    u = (bits >> np.uint64(40)).astype(np.float32) * np.float32(1.0 / 8388608.0) - np.float32(1.0)
+    return torch.from_numpy((u * scale).astype(np.float32).reshape(shape))
+
+
+def seeded_weights(model, seed):
+    """Fills every parameter of `model` with weft's seeded values (in the parameter's dtype)."""
+    import torch
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(seeded_values(name, tuple(p.shape), seed).to(p.dtype))

@@ -461,6 +461,71 @@ def export(cls_name, cfg, kwargs, dtype, name, workloads, source, out_path):
     return ep, seconds
 
 
+def load_spec(config=None, model_dir=None):
+    """(class name, config without _class_name, name, source, workloads) of a model config file
+    (tools/model_configs format) or a save_pretrained directory."""
+    if model_dir:
+        path = os.path.join(model_dir, "config.json")
+        try:
+            with open(path) as f:
+                cfg = json.load(f, object_pairs_hook=OrderedDict)
+        except (OSError, ValueError) as e:
+            raise SystemExit("export_program: cannot read %s: %s" % (path, e))
+        name, source, workload_specs = os.path.basename(os.path.normpath(model_dir)), path, []
+    else:
+        with open(config) as f:
+            spec = json.load(f, object_pairs_hook=OrderedDict)
+        cfg, name, source = OrderedDict(spec["config"]), spec["name"], spec.get("source", "")
+        workload_specs = spec.get("workloads", [])
+    cfg = OrderedDict((k, v) for k, v in cfg.items() if not k.startswith("_") or k == "_class_name")
+    if "_class_name" not in cfg:
+        raise SystemExit("export_program: the config has no _class_name (which diffusers class to build)")
+    cls_name = cfg.pop("_class_name")
+    return cls_name, cfg, name, source, workload_specs
+
+
+def manifest_workloads(cls_name, cfg, workload_specs, batch, dtype):
+    """Every workload of the config as concrete input shapes, for the manifest."""
+    out = []
+    for wl in workload_specs:
+        wl = dict(wl, batch=wl.get("batch", batch))
+        kw = make_inputs(cls_name, cfg, wl, RandomFactory(dtype, 0))
+        out.append(OrderedDict(name=wl["name"], params=OrderedDict((k, v) for k, v in wl.items() if k != "name"),
+                               inputs=describe_inputs(kw)))
+    return out
+
+
+def export_config(config, out, workload=None, batch=1, dtype_name="fp32", model_dir=None, inputs=None,
+                  write_inputs=None):
+    """The command line's job: exports `config` (or `model_dir`) at a workload or an inputs file."""
+    import torch
+    dtype = getattr(torch, DTYPES[dtype_name])
+    cls_name, cfg, name, source, workload_specs = load_spec(config, model_dir)
+    workloads = manifest_workloads(cls_name, cfg, workload_specs, batch, dtype)
+    if inputs:
+        tensors, extra_args = read_inputs_file(inputs)
+        kwargs = OrderedDict(list(tensors.items()) + list(extra_args.items()))
+        workloads.insert(0, OrderedDict(name="example", params=OrderedDict(file=os.path.basename(inputs)),
+                                        inputs=describe_inputs(kwargs)))
+    else:
+        if not workload_specs:
+            raise SystemExit("export_program: --model-dir needs --inputs (the config has no workloads)")
+        chosen = workload or workload_specs[0]["name"]
+        match = [w for w in workload_specs if w["name"] == chosen]
+        if not match:
+            raise SystemExit("export_program: no workload %s; the config has %s" % (
+                chosen, ", ".join(w["name"] for w in workload_specs)))
+        wl = dict(match[0], batch=match[0].get("batch", batch))
+        kwargs = make_inputs(cls_name, cfg, wl, RandomFactory(dtype, 0))
+    if write_inputs:
+        write_inputs_file(write_inputs, kwargs)
+    ep, seconds = export(cls_name, cfg, kwargs, dtype, name, workloads, source, out)
+    nodes = sum(1 for n in ep.graph.nodes if n.op == "call_function")
+    print("%s: %s, %d nodes, %d dynamic sizes, exported in %.1f s, %d bytes" % (
+        out, cls_name, nodes, len(ep.range_constraints), seconds, os.path.getsize(out)), file=sys.stderr)
+    return ep, seconds
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("config", nargs="?", help="tools/model_configs/<name>.json (class, config and workloads)")
@@ -474,54 +539,8 @@ def main():
     args = ap.parse_args()
     if bool(args.config) == bool(args.model_dir):
         ap.error("give a model config or --model-dir (exactly one)")
-    import torch
-    dtype = getattr(torch, DTYPES[args.dtype])
-    if args.model_dir:
-        path = os.path.join(args.model_dir, "config.json")
-        try:
-            with open(path) as f:
-                cfg = json.load(f, object_pairs_hook=OrderedDict)
-        except (OSError, ValueError) as e:
-            raise SystemExit("export_program: cannot read %s: %s" % (path, e))
-        name, source, workload_specs = os.path.basename(os.path.normpath(args.model_dir)), path, []
-    else:
-        with open(args.config) as f:
-            spec = json.load(f, object_pairs_hook=OrderedDict)
-        cfg, name, source = OrderedDict(spec["config"]), spec["name"], spec.get("source", "")
-        workload_specs = spec.get("workloads", [])
-    cfg = OrderedDict((k, v) for k, v in cfg.items() if not k.startswith("_") or k == "_class_name")
-    if "_class_name" not in cfg:
-        raise SystemExit("export_program: the config has no _class_name (which diffusers class to build)")
-    cls_name = cfg.pop("_class_name")
-
-    workloads = []
-    for wl in workload_specs:
-        wl = dict(wl, batch=wl.get("batch", args.batch))
-        kw = make_inputs(cls_name, cfg, wl, RandomFactory(dtype, 0))
-        workloads.append(OrderedDict(name=wl["name"], params=OrderedDict((k, v) for k, v in wl.items() if k != "name"),
-                                     inputs=describe_inputs(kw)))
-    if args.inputs:
-        tensors, extra_args = read_inputs_file(args.inputs)
-        kwargs = OrderedDict(list(tensors.items()) + list(extra_args.items()))
-        workloads.insert(0, OrderedDict(name="example", params=OrderedDict(file=os.path.basename(args.inputs)),
-                                        inputs=describe_inputs(kwargs)))
-    else:
-        if not workload_specs:
-            raise SystemExit("export_program: --model-dir needs --inputs (the config has no workloads)")
-        chosen = args.workload or workload_specs[0]["name"]
-        match = [w for w in workload_specs if w["name"] == chosen]
-        if not match:
-            raise SystemExit("export_program: no workload %s; the config has %s" % (
-                chosen, ", ".join(w["name"] for w in workload_specs)))
-        wl = dict(match[0], batch=match[0].get("batch", args.batch))
-        kwargs = make_inputs(cls_name, cfg, wl, RandomFactory(dtype, 0))
-    if args.write_inputs:
-        write_inputs_file(args.write_inputs, kwargs)
-    ep, seconds = export(cls_name, cfg, kwargs, dtype, name, workloads, source, args.output)
-    nodes = sum(1 for n in ep.graph.nodes if n.op == "call_function")
-    print("%s: %s, %d nodes, %d dynamic sizes, exported in %.1f s, %d bytes" % (
-        args.output, cls_name, nodes, len(ep.range_constraints), seconds, os.path.getsize(args.output)),
-        file=sys.stderr)
+    export_config(args.config, args.output, args.workload, args.batch, args.dtype, args.model_dir, args.inputs,
+                  args.write_inputs)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,18 @@ checked against diffusers on the same numbers.
 
     .venv/bin/python tools/make_fixtures.py [--out tests/fixtures] [--only flux_tiny]
 
-Each fixture folder holds config.json (the diffusers config, as save_pretrained writes it),
+    .venv/bin/python tools/make_fixtures.py --programs [--only flux-tiny]
+
+Program fixtures (tests/fixtures/programs/<config>/, for runtime/program): a tiny config of every
+class weft has a plan or a program test for (tools/model_configs/*-tiny.json), exported by
+tools/export_program.py at its first workload with batch 2 in fp32 and bf16 (program.pt2,
+program_bf16.pt2), and diffusers' outputs on weft's seeded weights (diffusers_models.seeded_weights,
+the same values weft-run's nn::RandomizeParameters makes, so no weights are stored) at each of
+the config's workloads: inputs_<workload>.safetensors (non-tensor arguments under `weft.args`) and
+outputs_<workload>.safetensors ({"output": ..., "output_1": ...}), and the same with _bf16 for
+the model as from_pretrained(torch_dtype=bfloat16) loads it.
+
+Each built-in fixture folder holds config.json (the diffusers config, as save_pretrained writes it),
 weights.safetensors (diffusers key names), inputs.safetensors (keyed by forward argument
 name), outputs.safetensors ({"output": ...}) and modules.json (diffusers' module tree: fqn,
 class name, parameter shapes, in registration order). A fixture may add further cases on the
@@ -13,12 +24,15 @@ same weights as inputs_<case>.safetensors / outputs_<case>.safetensors. Everythi
 and deterministic.
 """
 import argparse
-import json
 import copy
+import json
 import pathlib
+import sys
 
 import torch
 from safetensors.torch import save_file
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 
 def randomize(model, seed):
@@ -70,11 +84,14 @@ def as_loaded_in(model, dtype):
     keep = set(type(model)._keep_in_fp32_modules or [])
     loaded = copy.deepcopy(model).eval()
     buffers = {name: b.clone() for name, b in loaded.named_buffers()}
+    # The fp32 values themselves, not their bf16 rounding: from_pretrained reads the checkpoint's
+    # fp32 tensors straight into the kept modules.
+    kept = {name: p.detach().clone() for name, p in loaded.named_parameters() if keep & set(name.split("."))}
     loaded.to(dtype)
     with torch.no_grad():
         for name, p in loaded.named_parameters():
-            if keep & set(name.split(".")):
-                p.data = p.data.float()
+            if name in kept:
+                p.data = kept[name].float()
         for name, b in buffers.items():
             module_name, _, buffer_name = name.rpartition(".")
             setattr(loaded.get_submodule(module_name), buffer_name, b)
@@ -150,11 +167,57 @@ FIXTURES = {"flux_tiny": flux_tiny, "wan_tiny": wan_tiny, "wan_tiny_i2v": wan_ti
 SAVE_PRETRAINED = {"flux_tiny"}
 
 
+# Program fixtures: tiny configs in tools/model_configs, the seed of their weights.
+PROGRAM_FIXTURES = ["flux-tiny", "flux2-tiny", "qwen-image-tiny", "wan-tiny", "wan-tiny-i2v", "chronoedit-tiny",
+                    "helios-tiny", "ltx-video-tiny", "ltx-2-tiny", "minimax-h3-tiny", "hunyuanvideo-tiny"]
+PROGRAM_SEED = 20261201
+
+
+def outputs_dict(result):
+    tensors = result if isinstance(result, (tuple, list)) else (result,)
+    return {("output" if i == 0 else "output_%d" % i): t.detach().float().contiguous() for i, t in enumerate(tensors)}
+
+
+def make_program_fixture(name, out_dir):
+    import diffusers
+    import export_program as ep
+    from diffusers_models import RandomFactory, make_inputs, seeded_weights
+    config = pathlib.Path(__file__).resolve().parent / "model_configs" / (name + ".json")
+    cls_name, cfg, _, _, workloads = ep.load_spec(str(config))
+    folder = pathlib.Path(out_dir) / "programs" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    for dtype_name, suffix in (("fp32", ""), ("bf16", "_bf16")):
+        ep.export_config(str(config), str(folder / ("program%s.pt2" % suffix)), batch=2, dtype_name=dtype_name)
+    model = getattr(diffusers, cls_name).from_config(dict(cfg)).eval()
+    seeded_weights(model, PROGRAM_SEED)
+    bf16_model = as_loaded_in(model, torch.bfloat16)
+    for n, wl in enumerate(workloads):
+        wl = dict(wl, batch=2)
+        for dtype, which, suffix in ((torch.float32, model, ""), (torch.bfloat16, bf16_model, "_bf16")):
+            inputs = make_inputs(cls_name, cfg, wl, RandomFactory(dtype, 100 + n))
+            with torch.no_grad():
+                result = which(**inputs, return_dict=False)
+            stem = "%s%s" % (wl["name"], suffix)
+            ep.write_inputs_file(str(folder / ("inputs_%s.safetensors" % stem)), inputs)
+            save_file(outputs_dict(result), folder / ("outputs_%s.safetensors" % stem))
+            print("%s: workload %s %s, output %s" % (folder, wl["name"], suffix or "fp32",
+                                                     tuple(outputs_dict(result)["output"].shape)))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=str(pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures"))
-    parser.add_argument("--only", choices=sorted(FIXTURES))
+    parser.add_argument("--only", help="one fixture (a built-in one, or a program config with --programs)")
+    parser.add_argument("--programs", action="store_true", help="the program fixtures instead of the built-in ones")
     args = parser.parse_args()
+    if args.programs:
+        for name in PROGRAM_FIXTURES:
+            if args.only and name != args.only:
+                continue
+            make_program_fixture(name, args.out)
+        return
+    if args.only and args.only not in FIXTURES:
+        parser.error("no built-in fixture %s; they are %s" % (args.only, ", ".join(sorted(FIXTURES))))
     torch.manual_seed(0)
     for name, make in FIXTURES.items():
         if args.only and name != args.only:

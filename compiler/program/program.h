@@ -72,6 +72,7 @@ struct Argument {
   };
   Kind kind = Kind::kNone;
   std::string name;                 // kTensor, kSymFloat / kSymBool by name, kGraph, kCustomObj, kOperator
+                                    // (kGraph: `i` is its index in Program::subgraphs)
   std::vector<std::string> names;   // kTensors, kOptionalTensors ("" = None)
   int64_t i = 0;                    // kInt, kScalarType, kMemoryFormat, kLayout; kSymInt constant
   double f = 0;                     // kFloat; kComplex real part
@@ -213,6 +214,15 @@ struct Manifest {
   std::vector<std::pair<std::string, std::string>> unpreserved;
 };
 
+// A graph of nodes: the body of a higher-order operator (the program's own graph is Program's).
+struct Graph {
+  std::vector<Argument> inputs;
+  std::vector<Argument> outputs;
+  std::vector<Node> nodes;
+  std::unordered_map<std::string, TensorMeta> tensor_values;
+  std::unordered_map<std::string, SymInt> sym_int_values;
+};
+
 struct Program {
   std::string path;            // the archive, for messages
   int schema_major = 0;
@@ -233,6 +243,9 @@ struct Program {
   std::vector<Payload> weights;
   std::vector<Payload> constants;
   std::optional<Manifest> manifest;
+  // Bodies of higher-order operators (Argument::kGraph's `i`), as read; the reader inlines those
+  // whose semantics are plain for inference (compiler/program/inline_hops.h).
+  std::vector<Graph> subgraphs;
 
   const TensorMeta* FindTensor(const std::string& name) const;
   const ModuleCall* FindModuleCall(const std::string& fqn) const;

@@ -1,5 +1,7 @@
 #include "compiler/program/program_reader.h"
 
+#include "compiler/program/inline_hops.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -112,7 +114,11 @@ SymIntRef ParseSymIntRef(const Json& j, const std::string& where) {
   return r;
 }
 
-Argument ParseArgument(const Json& j, const std::string& where) {
+void ParseGraphInto(const Json& g, const std::string& where, Program& p, Graph& out, std::map<std::string, int32_t>& stacks);
+std::map<std::string, int32_t>& StackTable();
+std::vector<ModuleFrame> ParseModuleStack(const std::string& text);
+
+Argument ParseArgument(const Json& j, const std::string& where, Program& p) {
   auto [kind, v] = UnionOf(j, where);
   Argument a;
   using K = Argument::Kind;
@@ -215,8 +221,14 @@ Argument ParseArgument(const Json& j, const std::string& where) {
     a.f = Number(Field(*v, "real", where), where);
     a.imag = Number(Field(*v, "imag", where), where);
   } else if (kind == "as_graph") {
+    // A higher-order operator's body: parsed into the program's subgraphs, inlined after reading
+    // (inline_hops.h) where its semantics allow.
     a.kind = K::kGraph;
     a.name = String(Field(*v, "name", where), where);
+    Graph body;
+    ParseGraphInto(Field(*v, "graph", where), where + " subgraph `" + a.name + "`", p, body, StackTable());
+    a.i = static_cast<int64_t>(p.subgraphs.size());
+    p.subgraphs.push_back(std::move(body));
   } else if (kind == "as_custom_obj") {
     a.kind = K::kCustomObj;
     a.name = String(Field(*v, "name", where), where);
@@ -281,12 +293,13 @@ std::vector<ModuleFrame> ParseModuleStack(const std::string& text) {
   return frames;
 }
 
-void ParseGraph(const Json& g, const std::string& where, Program& p) {
-  for (const Json& a : Array(Field(g, "inputs", where), where + ".inputs")) p.inputs.push_back(ParseArgument(a, where + ".inputs"));
-  for (const Json& a : Array(Field(g, "outputs", where), where + ".outputs")) p.outputs.push_back(ParseArgument(a, where + ".outputs"));
-  std::map<std::string, int32_t> stacks;
+// The nodes, values and metadata of a graph (the program's, or a higher-order operator's body)
+// into `out`; module stacks are interned in `p`.
+void ParseGraphInto(const Json& g, const std::string& where, Program& p, Graph& out, std::map<std::string, int32_t>& stacks) {
+  for (const Json& a : Array(Field(g, "inputs", where), where + ".inputs")) out.inputs.push_back(ParseArgument(a, where + ".inputs", p));
+  for (const Json& a : Array(Field(g, "outputs", where), where + ".outputs")) out.outputs.push_back(ParseArgument(a, where + ".outputs", p));
   const Json& nodes = Array(Field(g, "nodes", where), where + ".nodes");
-  p.nodes.reserve(nodes.size());
+  out.nodes.reserve(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Json& n = nodes[i];
     Node node;
@@ -296,11 +309,11 @@ void ParseGraph(const Json& g, const std::string& where, Program& p) {
     for (const Json& in : Array(Field(n, "inputs", at), at + ".inputs")) {
       NamedArgument na;
       na.name = String(Field(in, "name", at), at + ".inputs.name");
-      na.arg = ParseArgument(Field(in, "arg", at), at + " input `" + na.name + "`");
+      na.arg = ParseArgument(Field(in, "arg", at), at + " input `" + na.name + "`", p);
       if (const Json* kind = OptField(in, "kind")) na.keyword = kind->is_number_integer() && kind->get<int>() == 2;
       node.inputs.push_back(std::move(na));
     }
-    for (const Json& out : Array(Field(n, "outputs", at), at + ".outputs")) node.outputs.push_back(ParseArgument(out, at + ".outputs"));
+    for (const Json& o : Array(Field(n, "outputs", at), at + ".outputs")) node.outputs.push_back(ParseArgument(o, at + ".outputs", p));
     if (node.name.empty() && !node.outputs.empty()) {
       std::vector<std::string> names = node.outputs[0].TensorNames();
       if (!names.empty()) node.name = names[0];
@@ -316,14 +329,30 @@ void ParseGraph(const Json& g, const std::string& where, Program& p) {
         node.stack = it->second;
       }
     }
-    p.nodes.push_back(std::move(node));
+    out.nodes.push_back(std::move(node));
   }
   for (auto& [name, meta] : Field(g, "tensor_values", where).items()) {
-    p.tensor_values.emplace(name, ParseTensorMeta(meta, where + ": tensor `" + name + "`"));
+    out.tensor_values.emplace(name, ParseTensorMeta(meta, where + ": tensor `" + name + "`"));
   }
   if (const Json* syms = OptField(g, "sym_int_values")) {
-    for (auto& [name, value] : syms->items()) p.sym_int_values.emplace(name, ParseSymInt(value, where + ": sym int `" + name + "`"));
+    for (auto& [name, value] : syms->items()) out.sym_int_values.emplace(name, ParseSymInt(value, where + ": sym int `" + name + "`"));
   }
+}
+
+// Module stacks are interned across the program and its subgraphs.
+std::map<std::string, int32_t>& StackTable() {
+  static thread_local std::map<std::string, int32_t> table;
+  return table;
+}
+
+void ParseGraph(const Json& g, const std::string& where, Program& p) {
+  Graph graph;
+  ParseGraphInto(g, where, p, graph, StackTable());
+  p.inputs = std::move(graph.inputs);
+  p.outputs = std::move(graph.outputs);
+  p.nodes = std::move(graph.nodes);
+  p.tensor_values = std::move(graph.tensor_values);
+  p.sym_int_values = std::move(graph.sym_int_values);
 }
 
 Argument ParseConstantValue(const Json& j, const std::string& where) {
@@ -356,7 +385,7 @@ void ParseSignature(const Json& s, const std::string& where, Program& p) {
     const std::string at = where + ": input spec " + std::to_string(p.input_specs.size());
     if (kind == "user_input") {
       in.kind = InputSpec::Kind::kUserInput;
-      in.arg = ParseArgument(Field(*v, "arg", at), at);
+      in.arg = ParseArgument(Field(*v, "arg", at), at, p);
     } else if (kind == "parameter" || kind == "buffer" || kind == "tensor_constant") {
       in.kind = kind == "parameter" ? InputSpec::Kind::kParameter
                                     : kind == "buffer" ? InputSpec::Kind::kBuffer : InputSpec::Kind::kTensorConstant;
@@ -393,7 +422,7 @@ void ParseSignature(const Json& s, const std::string& where, Program& p) {
     out.kind = it->second;
     const Json& arg = Field(*v, "arg", at);
     if (out.kind == OutputSpec::Kind::kUserOutput) {
-      out.arg = ParseArgument(arg, at);
+      out.arg = ParseArgument(arg, at, p);
     } else if (arg.contains("name")) {
       out.arg.kind = Argument::Kind::kTensor;
       out.arg.name = String(arg["name"], at);
@@ -412,8 +441,8 @@ void ParseModuleCallGraph(const Json& mcg, const std::string& where, Program& p)
     const std::string at = where + ": module `" + call.fqn + "`";
     if (const Json* sig = OptField(e, "signature")) {
       call.has_signature = true;
-      for (const Json& a : Array(Field(*sig, "inputs", at), at + ".inputs")) call.inputs.push_back(ParseArgument(a, at + ".inputs"));
-      for (const Json& a : Array(Field(*sig, "outputs", at), at + ".outputs")) call.outputs.push_back(ParseArgument(a, at + ".outputs"));
+      for (const Json& a : Array(Field(*sig, "inputs", at), at + ".inputs")) call.inputs.push_back(ParseArgument(a, at + ".inputs", p));
+      for (const Json& a : Array(Field(*sig, "outputs", at), at + ".outputs")) call.outputs.push_back(ParseArgument(a, at + ".outputs", p));
       call.in_spec = ParseTreeSpec(String(Field(*sig, "in_spec", at), at), at + ".in_spec");
       call.out_spec = ParseTreeSpec(String(Field(*sig, "out_spec", at), at), at + ".out_spec");
       if (const Json* names = OptField(*sig, "forward_arg_names")) {
@@ -563,6 +592,7 @@ Program ParseProgramJson(const std::string& model_json, const std::string& where
   Json j = Json::parse(model_json, nullptr, false);
   if (j.is_discarded()) Fail(where, "not valid JSON");
   Program p;
+  StackTable().clear();
   const Json& version = Field(j, "schema_version", where);
   p.schema_major = static_cast<int>(Int(Field(version, "major", where), where + ".schema_version.major"));
   p.schema_minor = static_cast<int>(Int(Field(version, "minor", where), where + ".schema_version.minor"));
@@ -594,6 +624,7 @@ Program ParseProgramJson(const std::string& model_json, const std::string& where
   if (const Json* guards = OptField(j, "guards_code")) {
     for (const Json& g : Array(*guards, where)) p.guards.push_back(String(g, where));
   }
+  InlineHigherOrderOps(p, where);
   return p;
 }
 

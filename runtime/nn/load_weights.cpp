@@ -1,6 +1,7 @@
 #include "runtime/nn/load_weights.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <cmath>
 #include <map>
@@ -27,7 +28,7 @@ void LoadWeights(Module& model, const std::vector<const io::SafetensorsFile*>& f
       if (!available.emplace(key, file).second) duplicated.push_back(key + " (in " + file->path() + " again)");
     }
   }
-  std::vector<std::string> missing, mismatched;
+  std::vector<std::string> missing, mismatched, wrong_dtype;
   for (auto& [name, slot] : model.NamedParameters()) {
     auto it = available.find(name);
     if (it == available.end()) {
@@ -38,13 +39,17 @@ void LoadWeights(Module& model, const std::vector<const io::SafetensorsFile*>& f
     if (at::IntArrayRef(info.shape) != slot->sizes()) {
       mismatched.push_back(name + ": checkpoint " + Shape(info.shape) + " (" + it->second->path() + "), model " +
                            Shape(slot->sizes()));
+    } else if (!at::isFloatingType(info.scalar_type) && at::isFloatingType(dtype)) {
+      // Integer or boolean bits are no weights: casting them would run on garbage silently.
+      wrong_dtype.push_back(name + ": checkpoint " + info.dtype + " (" + it->second->path() + "), model " +
+                            c10::toString(dtype));
     } else {
       at::Tensor shard = load_shard ? load_shard(*it->second, name, dtype) : at::Tensor();
       *slot = shard.defined() ? shard : it->second->Load(name, dtype);
     }
     available.erase(it);
   }
-  if (missing.empty() && mismatched.empty() && available.empty() && duplicated.empty()) return;
+  if (missing.empty() && mismatched.empty() && wrong_dtype.empty() && available.empty() && duplicated.empty()) return;
 
   std::ostringstream message;
   message << "checkpoint does not match " << model.type() << ":";
@@ -58,6 +63,7 @@ void LoadWeights(Module& model, const std::vector<const io::SafetensorsFile*>& f
   for (const auto& [key, file] : available) unexpected.push_back(key + " (in " + file->path() + ")");
   list("missing parameter(s)", missing);
   list("shape mismatch(es)", mismatched);
+  list("non-floating dtype(s) for floating parameters", wrong_dtype);
   list("unexpected key(s)", unexpected);
   list("duplicated key(s)", duplicated);
   throw WeightsError(message.str());
@@ -67,12 +73,46 @@ void CastParameters(Module& model, at::ScalarType dtype) {
   for (auto& [name, slot] : model.NamedParameters()) *slot = slot->to(dtype);
 }
 
+namespace {
+
+uint64_t SplitMix64(uint64_t x) {
+  uint64_t z = x + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t Fnv1a64(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+at::Tensor SeededValues(const std::string& fqn, at::IntArrayRef shape, uint64_t seed) {
+  at::Tensor t = at::empty(shape, at::TensorOptions().dtype(at::kFloat));
+  const int64_t n = t.numel();
+  const float scale = shape.size() <= 1 ? 0.5f
+                                         : static_cast<float>(1.0 / std::sqrt(static_cast<double>(n / std::max<int64_t>(1, shape[0]))));
+  const uint64_t base = SplitMix64(seed ^ Fnv1a64(fqn));
+  float* out = t.data_ptr<float>();
+  at::parallel_for(0, n, 1 << 16, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const uint64_t bits = SplitMix64(base + static_cast<uint64_t>(i));
+      const float u = static_cast<float>(bits >> 40) * (1.0f / 8388608.0f) - 1.0f;
+      out[i] = u * scale;
+    }
+  });
+  return t;
+}
+
 void RandomizeParameters(Module& model, uint64_t seed) {
-  at::Generator generator = at::detail::createCPUGenerator(seed);
   for (auto& [name, slot] : model.NamedParameters()) {
-    const double scale = slot->dim() <= 1 ? 0.5 : 1.0 / std::sqrt(static_cast<double>(slot->size(-1)));
-    *slot = (at::normal(0.0, 1.0, slot->sizes(), generator, at::TensorOptions().dtype(at::kFloat)) * scale)
-                .to(slot->scalar_type());
+    *slot = SeededValues(name, slot->sizes(), seed).to(slot->scalar_type());
   }
 }
 

@@ -37,9 +37,16 @@ void LoadWeights(Module& model, const std::vector<const io::SafetensorsFile*>& f
 // Casts every parameter of `model` to `dtype` (for randomly initialised models).
 void CastParameters(Module& model, at::ScalarType dtype);
 
-// Fills every parameter with seeded normal values scaled by 1/sqrt(fan_in) (biases and norm
-// weights by 0.5), so that models without a checkpoint still compute something non-trivial
-// and identical on every rank.
+// Fills every parameter with weft's seeded values (SeededValues), so that models without a
+// checkpoint still compute something non-trivial and identical on every rank -- and identical to
+// what tools/diffusers_models.py seeded_weights() gives a diffusers model with the same seed.
 void RandomizeParameters(Module& model, uint64_t seed);
+
+// The seeded values of parameter `fqn`: element i is scale * u_i with u_i uniform in [-1, 1),
+// u_i = (splitmix64(splitmix64(seed ^ fnv1a64(fqn)) + i) >> 40) * 2^-23 - 1, all exact in fp32, and
+// scale = 0.5 for 1-D parameters (biases, norm weights), else fp32(1 / sqrt(numel / shape[0])).
+// Keyed by name and element index, so it does not depend on registration order, and any slice
+// of a parameter (a tensor-parallel shard) can be computed alone. fp32.
+at::Tensor SeededValues(const std::string& fqn, at::IntArrayRef shape, uint64_t seed);
 
 }  // namespace weft::nn

@@ -6,6 +6,7 @@
 #include <c10/core/InferenceMode.h>
 #include <torch/version.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -26,7 +27,7 @@ namespace {
 
 // One value pushed for an operator argument.
 struct Source {
-  enum class Kind : uint8_t { kConst, kSlot, kTensorList, kOptionalTensorList, kIntList, kFloatFromSlot };
+  enum class Kind : uint8_t { kConst, kSlot, kTensorList, kOptionalTensorList, kIntList, kFloatFromSlot, kWrappedFromSlot };
   Kind kind = Kind::kConst;
   c10::IValue constant;
   int32_t slot = -1;
@@ -71,6 +72,12 @@ struct Interpreter::Impl {
   std::vector<int32_t> output_slots;
   std::vector<int32_t> never_free;
   size_t fast_count = 0;
+  // Module spans for an observer: per instruction, its frames down to the observed depth.
+  ModuleObserver observer;
+  std::vector<std::pair<std::string, std::string>> frames;       // (path, type) of each frame id
+  std::vector<std::vector<int32_t>> instr_frames;                 // frame ids, outermost first
+  std::vector<std::string> capture_of;                            // slot -> name to capture, "" none
+  std::map<std::string, at::Tensor> captured;
 
   int32_t Slot(const std::string& name) {
     auto it = slot_of.find(name);
@@ -164,6 +171,12 @@ Source Convert(Impl& impl, size_t node, const Argument& a, const c10::Argument& 
       if (a.kind == AK::kInt) return s.constant = WrappedNumber(a.i, impl.options.device), s;
       if (a.kind == AK::kFloat) return s.constant = WrappedNumber(a.f, impl.options.device), s;
       if (a.kind == AK::kBool) return s.constant = WrappedNumber(a.b, impl.options.device), s;
+      if ((a.kind == AK::kSymInt || a.kind == AK::kSymFloat || a.kind == AK::kSymBool) && !a.sym_ints.empty()) {
+        if (!a.sym_ints[0].is_name) return s.constant = WrappedNumber(a.sym_ints[0].value, impl.options.device), s;
+        s.kind = Source::Kind::kWrappedFromSlot;  // a symbolic size used as a number: `x * n`
+        s.slot = impl.Slot(a.sym_ints[0].name);
+        return s;
+      }
       return fail("");
     case SchemaType::Base::kTensorList:
       if (a.kind != AK::kTensors && a.kind != AK::kOptionalTensors) return fail("");
@@ -263,7 +276,8 @@ void PrepareDispatch(Impl& impl, size_t n, Instr& instr) {
   std::optional<c10::OperatorName> name = OperatorNameOf(node.target);
   if (!name) Refuse(impl, n, "not an operator weft can run");
   if (name->name.rfind("higher_order::", 0) == 0) {
-    Refuse(impl, n, "higher-order operators (control flow, subgraphs) are not supported");
+    Refuse(impl, n, "this higher-order operator is not supported (weft runs grad-mode and autocast-off regions, "
+                    "inlined when the program is read; not control flow or autocast on)");
   }
   std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findSchema(*name);
   if (!op) {
@@ -560,6 +574,43 @@ void Interpreter::BindState(const std::string& fqn, const at::Tensor* tensor) {
   throw ProgramError(impl_->program->path + ": the program has no parameter, buffer or constant `" + fqn + "`");
 }
 
+void Interpreter::SetModuleObserver(ModuleObserver observer, int depth) {
+  Impl& impl = *impl_;
+  impl.observer = std::move(observer);
+  impl.frames.clear();
+  impl.instr_frames.clear();
+  if (!impl.observer) return;
+  std::map<std::string, int32_t> ids;
+  for (const Impl::Instr& instr : impl.instrs) {
+    std::vector<int32_t> chain;
+    const program::Node& node = impl.program->nodes[instr.node];
+    if (node.stack >= 0) {
+      for (const program::ModuleFrame& f : impl.program->module_stacks[static_cast<size_t>(node.stack)]) {
+        if (f.path.empty()) continue;
+        const int d = static_cast<int>(std::count(f.path.begin(), f.path.end(), '.')) + 1;
+        if (d > depth) continue;
+        auto it = ids.find(f.path);
+        if (it == ids.end()) {
+          it = ids.emplace(f.path, static_cast<int32_t>(impl.frames.size())).first;
+          impl.frames.emplace_back(f.path, f.type);
+        }
+        chain.push_back(it->second);
+      }
+    }
+    impl.instr_frames.push_back(std::move(chain));
+  }
+}
+
+void Interpreter::Capture(const std::vector<std::string>& names) {
+  impl_->capture_of.assign(impl_->num_slots, "");
+  for (const std::string& n : names) {
+    auto it = impl_->slot_of.find(n);
+    if (it != impl_->slot_of.end()) impl_->capture_of[static_cast<size_t>(it->second)] = n;
+  }
+}
+
+const std::map<std::string, at::Tensor>& Interpreter::captured() const { return impl_->captured; }
+
 size_t Interpreter::num_nodes() const { return impl_->instrs.size(); }
 size_t Interpreter::fast_nodes() const { return impl_->fast_count; }
 
@@ -584,7 +635,24 @@ std::vector<at::Tensor> Interpreter::Run(const std::vector<c10::IValue>& user_in
   }
   std::vector<c10::IValue> stack;
   stack.reserve(16);
-  for (Instr& instr : impl.instrs) {
+  std::vector<int32_t> open;  // module spans the observer sees open, outermost first
+  auto move_to = [&](const std::vector<int32_t>& chain) {
+    size_t common = 0;
+    while (common < open.size() && common < chain.size() && open[common] == chain[common]) ++common;
+    while (open.size() > common) {
+      const auto& f = impl.frames[static_cast<size_t>(open.back())];
+      impl.observer(f.first, f.second, false);
+      open.pop_back();
+    }
+    for (size_t k = common; k < chain.size(); ++k) {
+      const auto& f = impl.frames[static_cast<size_t>(chain[k])];
+      impl.observer(f.first, f.second, true);
+      open.push_back(chain[k]);
+    }
+  };
+  for (size_t index = 0; index < impl.instrs.size(); ++index) {
+    Instr& instr = impl.instrs[index];
+    if (impl.observer) move_to(impl.instr_frames[index]);
     stack.clear();
     for (const Source& s : instr.args) {
       switch (s.kind) {
@@ -597,6 +665,13 @@ std::vector<at::Tensor> Interpreter::Run(const std::vector<c10::IValue>& user_in
         case Source::Kind::kFloatFromSlot: {
           const c10::IValue& v = frame[static_cast<size_t>(s.slot)];
           stack.push_back(v.isDouble() ? v.toDouble() : static_cast<double>(v.toInt()));
+          break;
+        }
+        case Source::Kind::kWrappedFromSlot: {
+          const c10::IValue& v = frame[static_cast<size_t>(s.slot)];
+          const c10::Scalar number = v.isDouble() ? c10::Scalar(v.toDouble()) : v.isBool() ? c10::Scalar(v.toBool())
+                                                                                         : c10::Scalar(v.toInt());
+          stack.push_back(WrappedNumber(number, impl.options.device));
           break;
         }
         case Source::Kind::kTensorList: {
@@ -654,6 +729,9 @@ std::vector<at::Tensor> Interpreter::Run(const std::vector<c10::IValue>& user_in
       c10::IValue& v = stack[r];
       if (instr.out_slots[r] >= 0) {
         if (v.isSymInt()) v = v.toSymInt().guard_int(__FILE__, __LINE__);
+        if (!impl.capture_of.empty() && !impl.capture_of[static_cast<size_t>(instr.out_slots[r])].empty() && v.isTensor()) {
+          impl.captured[impl.capture_of[static_cast<size_t>(instr.out_slots[r])]] = v.toTensor().clone();
+        }
         frame[static_cast<size_t>(instr.out_slots[r])] = std::move(v);
       } else if (!instr.out_lists[r].empty()) {
         c10::List<at::Tensor> list = v.toTensorList();
@@ -665,6 +743,7 @@ std::vector<at::Tensor> Interpreter::Run(const std::vector<c10::IValue>& user_in
     }
     for (int32_t s : instr.free_after) frame[static_cast<size_t>(s)] = c10::IValue();
   }
+  if (impl.observer) move_to({});
   std::vector<at::Tensor> outputs;
   for (int32_t s : impl.output_slots) {
     outputs.push_back(frame[static_cast<size_t>(s)].toTensor());

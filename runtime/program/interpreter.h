@@ -16,6 +16,8 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,6 +55,16 @@ class Interpreter {
   // tensors, ints, None ...). Returns the user outputs. Inputs must fit the program (the caller
   // checks them with program::Bindings first; a mismatch otherwise surfaces as the failing node).
   std::vector<at::Tensor> Run(const std::vector<c10::IValue>& user_inputs);
+
+  // Called as a run enters and leaves the modules of the program's node stacks, down to `depth`
+  // levels below the root (1: the root's children), in call order; nullptr stops it. For traces.
+  using ModuleObserver = std::function<void(const std::string& path, const std::string& type, bool enter)>;
+  void SetModuleObserver(ModuleObserver observer, int depth);
+
+  // Keeps a copy of each named value (node outputs) as runs produce it: for debugging a program
+  // against its eager model module by module (preserved calls name their outputs).
+  void Capture(const std::vector<std::string>& names);
+  const std::map<std::string, at::Tensor>& captured() const;
 
   size_t num_nodes() const;
   // How many nodes run a substituted fast kernel (for reports and tests).

@@ -1,38 +1,136 @@
 // Programs exported by tools/export_program.py, run by weft's interpreter, against diffusers'
-// own outputs on the same weights and inputs (fixtures from tools/make_fixtures.py).
+// own outputs (fixtures from tools/make_fixtures.py --programs): one tiny config per class, the
+// program exported at its first workload and run at both (so the dynamic sizes are exercised),
+// on weft's seeded weights (nn::RandomizeParameters gives diffusers_models.seeded_weights' values).
+//   fp32: max abs error <= 1e-4 x max|reference|, with weft's fast kernels and without;
+//   bf16: every element within one bf16 step (of its own magnitude) of diffusers' bf16 output.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
 
 #include "compiler/program/program_reader.h"
-#include "runtime/io/diffusers_dir.h"
 #include "runtime/io/safetensors.h"
+#include "runtime/nn/fused.h"
 #include "runtime/nn/load_weights.h"
 #include "runtime/program/program_model.h"
 
 namespace weft::interp {
 namespace {
 
-const std::string kFixtures = WEFT_FIXTURES;
+const std::string kFixtures = std::string(WEFT_FIXTURES) + "/programs";
+constexpr uint64_t kSeed = 20261201;  // tools/make_fixtures.py PROGRAM_SEED
 
-TEST(ProgramParityTest, FluxTinyMatchesDiffusers) {
-  auto program = std::make_shared<program::Program>(program::ReadProgramFile(kFixtures + "/programs/flux-tiny.pt2"));
+std::unique_ptr<ProgramModel> LoadFixtureModel(const std::string& name, const std::string& file) {
+  auto program = std::make_shared<program::Program>(program::ReadProgramFile(kFixtures + "/" + name + "/" + file));
   auto model = ProgramModel::Create(program, LoadOptions{});
-  std::vector<io::SafetensorsFile> shards;
-  for (const std::string& f : io::DiffusersWeightFiles(kFixtures + "/flux_tiny/model")) shards.push_back(io::SafetensorsFile::Open(f));
-  nn::LoadWeights(*model, {&shards[0], &shards[1]}, at::kFloat);
+  nn::RandomizeParameters(*model, kSeed);
   model->ConformParameters(c10::Device(c10::kCPU));
-  io::SafetensorsFile inputs = io::SafetensorsFile::Open(kFixtures + "/flux_tiny/inputs.safetensors");
+  return model;
+}
+
+// Workload names of a fixture, from its inputs_<workload>.safetensors files.
+std::vector<std::string> Workloads(const std::string& name) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(kFixtures + "/" + name)) {
+    const std::string f = e.path().filename().string();
+    if (f.rfind("inputs_", 0) == 0 && f.find("_bf16") == std::string::npos) out.push_back(f.substr(7, f.size() - 7 - 12));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<at::Tensor> RunFixture(ProgramModel& model, const std::string& inputs_file) {
+  io::SafetensorsFile inputs = io::SafetensorsFile::Open(inputs_file);
   nn::Args args;
   for (const std::string& key : inputs.Keys()) args.Set(key, inputs.Load(key));
-  at::Tensor got = nn::OutputTensor(nn::Call(*model, args), 0, *model);
-  at::Tensor want = io::SafetensorsFile::Open(kFixtures + "/flux_tiny/outputs.safetensors").Load("output");
-  ASSERT_EQ(got.sizes(), want.sizes());
-  const double scale = want.abs().max().item<double>();
-  const double error = (got - want).abs().max().item<double>();
-  EXPECT_LE(error, 1e-4 * scale) << "max abs error " << error << " vs max|ref| " << scale;
-  std::cerr << "error " << error << " scale " << scale << " fast nodes " << model->interpreter().fast_nodes() << "/"
-            << model->interpreter().num_nodes() << "\n";
+  std::map<std::string, std::string> extra;
+  auto it = inputs.metadata().find("weft.args");
+  if (it != inputs.metadata().end()) {
+    const nlohmann::json args_json = nlohmann::json::parse(it->second);
+    for (auto& [k, v] : args_json.items()) extra[k] = v.dump();
+  }
+  model.SetArguments(extra);
+  std::vector<at::Tensor> out;
+  for (const nn::Value& v : nn::Call(model, args)) out.push_back(std::get<at::Tensor>(v));
+  return out;
 }
+
+std::vector<at::Tensor> Expected(const std::string& file) {
+  io::SafetensorsFile f = io::SafetensorsFile::Open(file);
+  std::vector<at::Tensor> out{f.Load("output")};
+  for (int i = 1; f.Contains("output_" + std::to_string(i)); ++i) out.push_back(f.Load("output_" + std::to_string(i)));
+  return out;
+}
+
+class ProgramParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ProgramParity, Fp32MatchesDiffusersAtEveryWorkload) {
+  const std::string name = GetParam();
+  const std::vector<std::string> workloads = Workloads(name);
+  ASSERT_GE(workloads.size(), 2u) << name << ": a fixture needs two workloads (one not the export's)";
+  for (bool fast : {true, false}) {
+    nn::SetFusedKernels(fast);
+    std::unique_ptr<ProgramModel> model = LoadFixtureModel(name, "program.pt2");
+    for (const std::string& w : workloads) {
+      const std::string dir = kFixtures + "/" + name;
+      std::vector<at::Tensor> got = RunFixture(*model, dir + "/inputs_" + w + ".safetensors");
+      std::vector<at::Tensor> want = Expected(dir + "/outputs_" + w + ".safetensors");
+      ASSERT_EQ(got.size(), want.size()) << name << " at " << w;
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_EQ(got[i].sizes(), want[i].sizes()) << name << " at " << w << " output " << i;
+        const double scale = want[i].abs().max().item<double>();
+        const double error = (got[i].to(at::kDouble) - want[i].to(at::kDouble)).abs().max().item<double>();
+        EXPECT_LE(error, 1e-4 * scale) << name << " at " << w << " output " << i << (fast ? " (fast kernels)" : "")
+                                       << ": max abs error " << error << " vs max|ref| " << scale;
+        std::cout << name << " fp32 at " << w << " output " << i << (fast ? " fast" : " plain") << ": max abs error "
+                  << error << ", max|ref| " << scale << "\n";
+      }
+    }
+  }
+  nn::SetFusedKernels(true);
+}
+
+// One bf16 step at x: the spacing of bf16 numbers at |x| (8 significant bits).
+at::Tensor Bf16Step(const at::Tensor& x) {
+  at::Tensor mag = x.abs().to(at::kDouble).clamp_min(std::ldexp(1.0, -126));
+  return at::exp2(at::floor(at::log2(mag)) - 7);
+}
+
+TEST_P(ProgramParity, Bf16WithinOneStepOfDiffusersBf16) {
+  const std::string name = GetParam();
+  std::unique_ptr<ProgramModel> model = LoadFixtureModel(name, "program_bf16.pt2");
+  EXPECT_EQ(model->dtype(), at::kBFloat16);
+  for (const std::string& w : Workloads(name)) {
+    const std::string dir = kFixtures + "/" + name;
+    std::vector<at::Tensor> got = RunFixture(*model, dir + "/inputs_" + w + "_bf16.safetensors");
+    std::vector<at::Tensor> want = Expected(dir + "/outputs_" + w + "_bf16.safetensors");
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(got[i].sizes(), want[i].sizes());
+      at::Tensor g = got[i].to(at::kDouble), r = want[i].to(at::kDouble);
+      at::Tensor steps = (g - r).abs() / at::maximum(Bf16Step(r), Bf16Step(g));
+      const double worst = steps.max().item<double>();
+      EXPECT_LE(worst, 1.0) << name << " bf16 at " << w << " output " << i << ": " << worst << " bf16 steps off";
+      std::cout << name << " bf16 at " << w << " output " << i << ": worst " << worst << " bf16 steps, "
+                << (g != r).sum().item<int64_t>() << " of " << g.numel() << " elements differ\n";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Classes, ProgramParity,
+                         ::testing::Values("flux-tiny", "flux2-tiny", "qwen-image-tiny", "wan-tiny", "wan-tiny-i2v",
+                                           "chronoedit-tiny", "helios-tiny", "ltx-video-tiny", "ltx-2-tiny",
+                                           "minimax-h3-tiny", "hunyuanvideo-tiny"),
+                         [](const ::testing::TestParamInfo<std::string>& param) {
+                           std::string n = param.param;
+                           for (char& c : n) {
+                             if (c == '-') c = '_';
+                           }
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace weft::interp

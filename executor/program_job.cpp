@@ -1,0 +1,330 @@
+#include "executor/program_job.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <nlohmann/json.hpp>
+#include <sys/resource.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "compiler/program/archive.h"
+#include "compiler/program/program_reader.h"
+#include "executor/device.h"
+#include "executor/exec_error.h"
+#include "executor/trace.h"
+#include "runtime/io/diffusers_dir.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/models/registry.h"
+#include "runtime/nn/load_weights.h"
+#include "runtime/program/program_model.h"
+#include "runtime/program/schema_types.h"
+
+namespace weft::exec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Json = nlohmann::json;
+
+double Ms(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int64_t PeakRssBytes() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+}
+
+std::optional<at::ScalarType> DtypeOfName(const std::string& name) {
+  static const std::map<std::string, at::ScalarType> names = {
+      {"f32", at::kFloat}, {"bf16", at::kBFloat16}, {"f16", at::kHalf}, {"f64", at::kDouble}, {"i64", at::kLong},
+      {"i32", at::kInt}, {"i16", at::kShort}, {"i8", at::kChar}, {"u8", at::kByte}, {"bool", at::kBool},
+      {"c64", at::kComplexFloat}};
+  auto it = names.find(name);
+  if (it == names.end()) return std::nullopt;
+  return it->second;
+}
+
+// A --model-dir must hold the model the program was exported from: same class, and no config
+// value that differs (a value that changes no shape, like rope_theta, would otherwise go unseen).
+void CheckModelDir(const std::string& dir, const program::Program& p) {
+  const std::string path = dir + "/config.json";
+  std::ifstream in(path);
+  if (!in) throw ExecError("--model-dir: cannot read " + path);
+  Json cfg = Json::parse(in, nullptr, false);
+  if (cfg.is_discarded() || !cfg.is_object()) throw ExecError("--model-dir: " + path + " is not a JSON object");
+  if (!p.manifest) return;
+  const std::string cls = cfg.value("_class_name", "");
+  if (cls != p.manifest->class_name) {
+    throw ExecError("--model-dir: " + path + " describes a " + (cls.empty() ? "model without `_class_name`" : cls) +
+                    "; the program " + p.path + " is a " + p.manifest->class_name);
+  }
+  Json exported = Json::parse(p.manifest->model_config_json, nullptr, false);
+  std::vector<std::string> differ;
+  for (auto& [key, value] : exported.items()) {
+    if (key.empty() || key[0] == '_' || !cfg.contains(key)) continue;
+    if (cfg[key] != value) differ.push_back(key + " = " + cfg[key].dump() + " (the program: " + value.dump() + ")");
+  }
+  if (!differ.empty()) {
+    std::string list;
+    for (size_t i = 0; i < differ.size() && i < 5; ++i) list += (i ? "; " : "") + differ[i];
+    throw ExecError("--model-dir: " + path + " differs from the config the program was exported with: " + list +
+                    (differ.size() > 5 ? " (and " + std::to_string(differ.size() - 5) + " more)" : "") +
+                    "; export the program from this directory (tools/export_program.py --model-dir)");
+  }
+}
+
+struct Inputs {
+  nn::Args args;
+  std::map<std::string, std::string> extra;  // non-tensor arguments as JSON
+};
+
+Inputs ReadInputs(const std::string& file) {
+  Inputs in;
+  io::SafetensorsFile f = io::SafetensorsFile::Open(file);
+  for (const std::string& key : f.Keys()) in.args.Set(key, f.Load(key));
+  auto it = f.metadata().find("weft.args");
+  if (it != f.metadata().end()) {
+    Json j = Json::parse(it->second, nullptr, false);
+    if (!j.is_object()) throw ExecError("--inputs " + file + ": metadata `weft.args` is not a JSON object");
+    for (auto& [k, v] : j.items()) {
+      if (in.args.Has(k)) throw ExecError("--inputs " + file + ": `" + k + "` is both a tensor and in weft.args");
+      in.extra[k] = v.dump();
+    }
+  }
+  return in;
+}
+
+// Inputs at a manifest workload: seeded normal floats; integer and boolean tensors named like a
+// mask are all ones (nothing masked); any other integer tensor (indices) needs --inputs.
+Inputs MakeInputs(const program::Program& p, const std::string& workload, uint64_t seed) {
+  if (!p.manifest || p.manifest->workloads.empty()) {
+    throw ExecError(p.path + " records no workload to make inputs at; give --inputs (tools/export_program.py "
+                    "--write-inputs writes the export's)");
+  }
+  const program::ManifestWorkload* w = &p.manifest->workloads[0];
+  if (!workload.empty()) {
+    w = nullptr;
+    std::string names;
+    for (const program::ManifestWorkload& x : p.manifest->workloads) {
+      if (x.name == workload) w = &x;
+      names += (names.empty() ? "" : ", ") + x.name;
+    }
+    if (w == nullptr) throw ExecError("--workload " + workload + ": the program records " + names);
+  }
+  Inputs in;
+  at::Generator gen = at::detail::createCPUGenerator(2000 + seed);
+  for (const program::InputDesc& d : w->inputs) {
+    if (!d.tensor) {
+      in.extra[d.name] = d.value_json;
+      continue;
+    }
+    std::optional<at::ScalarType> dtype = DtypeOfName(d.dtype);
+    if (!dtype) throw ExecError("input `" + d.name + "` has dtype " + d.dtype + ", which weft cannot make");
+    if (at::isFloatingType(*dtype)) {
+      in.args.Set(d.name, at::randn(d.shape, gen, at::TensorOptions().dtype(at::kFloat)).to(*dtype));
+    } else if (d.name.find("mask") != std::string::npos) {
+      in.args.Set(d.name, at::ones(d.shape, at::TensorOptions().dtype(*dtype)));
+    } else {
+      throw ExecError("input `" + d.name + "` is an integer tensor (" + d.dtype + "), which weft cannot make up; give "
+                      "--inputs (tools/export_program.py --write-inputs writes the export's)");
+    }
+  }
+  return in;
+}
+
+// Each tensor input on the run's device, floating ones in the dtype the program records for them.
+void PlaceInputs(const program::Program& p, nn::Args& args, c10::Device device) {
+  const std::vector<program::FlatInput> flat = program::FlattenInputs(p);
+  for (const program::FlatInput& f : flat) {
+    if (!args.Has(f.arg)) continue;
+    nn::Value& v = args.Get(f.arg);
+    auto* t = std::get_if<at::Tensor>(&v);
+    if (t == nullptr) continue;
+    const program::Argument& graph_input = p.inputs[f.graph_input];
+    const program::TensorMeta* meta = graph_input.kind == program::Argument::Kind::kTensor ? p.FindTensor(graph_input.name) : nullptr;
+    std::optional<c10::ScalarType> want = meta != nullptr ? interp::C10ScalarType(meta->dtype) : std::nullopt;
+    if (want && t->is_floating_point() && at::isFloatingType(*want)) {
+      *t = t->to(device, *want);
+    } else {
+      *t = t->to(device);
+    }
+  }
+}
+
+std::vector<at::Tensor> Forward(interp::ProgramModel& model, const nn::Args& args, c10::Device device) {
+  c10::InferenceMode inference;
+  std::vector<at::Tensor> out;
+  for (nn::Value& v : nn::Call(model, args)) out.push_back(std::get<at::Tensor>(std::move(v)));
+  SynchronizeDevice(device);
+  return out;
+}
+
+// The built-in model of the program's class with the program's weights, on the same inputs.
+at::Tensor BuiltInReference(const program::Program& p, interp::ProgramModel& model, const nn::Args& args,
+                            c10::Device device) {
+  const std::string& cls = p.manifest ? p.manifest->class_name : model.type();
+  if (models::FamilyOfClass(cls).empty()) {
+    throw ExecError("--check: weft has no built-in model of class " + cls + " to compare the program with (built-in: "
+                    "FluxTransformer2DModel, WanTransformer3DModel)");
+  }
+  Json cfg = Json::parse(p.manifest->model_config_json);
+  cfg["_class_name"] = cls;
+  std::unique_ptr<nn::Module> builtin = models::CreateModel(models::SpecFromConfigJson(cfg.dump(), p.manifest->name));
+  std::map<std::string, at::Tensor*> params;
+  for (auto& [name, slot] : model.NamedParameters()) params[name] = slot;
+  for (auto& [name, slot] : builtin->NamedParameters()) {
+    auto it = params.find(name);
+    if (it == params.end()) throw ExecError("--check: the built-in model has parameter `" + name + "`, the program not");
+    *slot = it->second->clone();
+  }
+  nn::Args tensors;
+  for (const auto& [name, value] : args.entries()) tensors.Set(name, value);
+  c10::InferenceMode inference;
+  at::Tensor out = nn::OutputTensor(nn::Call(*builtin, tensors), 0, *builtin);
+  SynchronizeDevice(device);
+  return out;
+}
+
+}  // namespace
+
+int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
+  if (ctx.world_size() != 1) {
+    throw ExecError("--program runs on one rank (world size " + std::to_string(ctx.world_size()) +
+                    " given): plans compiled into programs are not applied yet");
+  }
+  const auto t0 = Clock::now();
+  auto program = std::make_shared<program::Program>(program::ReadProgramFile(o.program));
+  const auto t_read = Clock::now();
+  interp::LoadOptions lo;
+  lo.device = o.device;
+  lo.fast_kernels = o.fast_kernels;
+  std::unique_ptr<interp::ProgramModel> model = interp::ProgramModel::Create(program, lo);
+  const auto t_loaded = Clock::now();
+  const at::ScalarType dtype = model->dtype();
+  if (!o.dtype.empty()) {
+    const at::ScalarType asked = o.dtype == "bf16" ? at::kBFloat16 : at::kFloat;
+    if (asked != dtype) {
+      throw ExecError("--dtype " + o.dtype + ": the program " + o.program + " was exported in " + c10::toString(dtype) +
+                      " (its casts are baked in); export it again with tools/export_program.py --dtype " + o.dtype);
+    }
+  }
+
+  std::vector<std::string> weights = o.weights;
+  if (!o.model_dir.empty()) {
+    CheckModelDir(o.model_dir, *program);
+    if (weights.empty()) weights = io::DiffusersWeightFiles(o.model_dir);
+  }
+  if (weights.empty()) {
+    nn::RandomizeParameters(*model, 1000 + o.seed);
+  } else {
+    std::vector<io::SafetensorsFile> files;
+    for (const std::string& f : weights) files.push_back(io::SafetensorsFile::Open(f));
+    std::vector<const io::SafetensorsFile*> pointers;
+    for (const auto& f : files) pointers.push_back(&f);
+    nn::LoadWeights(*model, pointers, dtype);
+  }
+  model->ConformParameters(o.device);
+  const auto t_weights = Clock::now();
+
+  Inputs in = o.inputs.empty() ? MakeInputs(*program, o.workload, o.seed) : ReadInputs(o.inputs);
+  PlaceInputs(*program, in.args, o.device);
+  model->SetArguments(in.extra);
+  model->Check(model->Describe(in.args));  // every size, range and guard, before anything runs
+
+  Tracer tracer(ctx.rank());
+  std::vector<double> opened;
+  if (!o.trace.empty()) {
+    tracer.Attach(*model, 0);
+    model->interpreter().SetModuleObserver(
+        [&](const std::string& path, const std::string& type, bool enter) {
+          if (enter) {
+            opened.push_back(tracer.NowUs());
+          } else {
+            tracer.AddCall(path, type, opened.back());
+            opened.pop_back();
+          }
+        },
+        2);
+  }
+  std::vector<at::Tensor> output;
+  for (int i = 0; i < o.warmup; ++i) output = Forward(*model, in.args, o.device);
+  std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
+  if (!o.profile_ops.empty()) {
+    profile = std::make_unique<torch::autograd::profiler::RecordProfile>(o.profile_ops + ".rank" + std::to_string(ctx.rank()) + ".json");
+  }
+  std::vector<double> latencies;
+  for (int i = 0; i < std::max(1, o.iters); ++i) {
+    const auto start = Clock::now();
+    output = Forward(*model, in.args, o.device);
+    latencies.push_back(Ms(start, Clock::now()));
+    if (o.progress && o.iters > 1) std::fprintf(stderr, "weft-run: iteration %d/%d: %.2f ms\n", i + 1, o.iters, latencies.back());
+  }
+  profile.reset();
+  if (!o.trace.empty()) tracer.Write(o.trace + ".rank" + std::to_string(ctx.rank()) + ".json");
+  bool finite = true;
+  for (const at::Tensor& t : output) finite = finite && at::isfinite(t).all().item<bool>();
+  if (!o.output.empty()) {
+    std::map<std::string, at::Tensor> named;
+    for (size_t i = 0; i < output.size(); ++i) named[i == 0 ? "output" : "output_" + std::to_string(i)] = output[i].cpu();
+    io::WriteSafetensors(o.output, named);
+  }
+
+  Json report = {{"program", o.program},
+                 {"class", program->manifest ? program->manifest->class_name : model->type()},
+                 {"dtype", c10::toString(dtype)},
+                 {"device", o.device.str()},
+                 {"nodes", model->interpreter().num_nodes()},
+                 {"fast_kernel_nodes", model->interpreter().fast_nodes()},
+                 {"load_ms", {{"read", Ms(t0, t_read)}, {"prepare", Ms(t_read, t_loaded)}, {"weights", Ms(t_loaded, t_weights)}}},
+                 {"latency_ms", {{"median", Median(latencies)},
+                                 {"min", *std::min_element(latencies.begin(), latencies.end())},
+                                 {"max", *std::max_element(latencies.begin(), latencies.end())},
+                                 {"iters", latencies.size()}, {"warmup", o.warmup}}},
+                 {"outputs_finite", finite},
+                 {"peak_rss_bytes", PeakRssBytes()}};
+  if (o.device.is_cuda()) report["peak_cuda_allocated_bytes"] = PeakDeviceBytes(o.device);
+  int status = 0;
+  if (!finite) {
+    std::fprintf(stderr, "weft-run: warning: the program's output holds NaN or Inf values\n");
+  }
+  if (o.check) {
+    const at::Tensor reference = BuiltInReference(*program, *model, in.args, o.device);
+    if (reference.sizes() != output[0].sizes()) {
+      throw ExecError("--check: the program's output " + c10::str(output[0].sizes()) + " but the built-in model's " +
+                      c10::str(reference.sizes()));
+    }
+    const double tolerance = o.tolerance.value_or(dtype == at::kFloat ? 1e-4 : 2e-2);
+    const double error = (output[0].to(at::kDouble) - reference.to(at::kDouble)).abs().max().item<double>();
+    const double scale = reference.to(at::kDouble).abs().max().item<double>();
+    const double rel = error / std::max(scale, 1e-30);
+    const bool passed = rel <= tolerance && finite;
+    report["check"] = {{"against", "built-in"}, {"max_abs_error", error}, {"max_rel_error", rel},
+                       {"tolerance", tolerance}, {"passed", passed}};
+    std::fprintf(stderr, "weft-run: check against the built-in model %s: max abs error %.3g, max relative error %.3g "
+                 "(tolerance %.1g)\n", passed ? "passed" : "FAILED", error, rel, tolerance);
+    status = passed ? 0 : 1;
+  }
+  if (o.report == "json") {
+    std::cout << report.dump(2) << std::endl;
+  } else if (!o.report.empty()) {
+    std::ofstream(o.report) << report.dump(2) << "\n";
+  }
+  std::fprintf(stderr, "weft-run: program %s (%s, %zu nodes, %zu on fast kernels): loaded in %.0f ms, median %.2f ms over %zu "
+               "iteration(s)\n", o.program.c_str(), report["class"].get<std::string>().c_str(),
+               model->interpreter().num_nodes(), model->interpreter().fast_nodes(), Ms(t0, t_loaded), Median(latencies),
+               latencies.size());
+  return status;
+}
+
+}  // namespace weft::exec

@@ -1,0 +1,45 @@
+#pragma once
+
+// `weft-run --program M.pt2`: one rank runs a torch.export program (runtime/program) on weights
+// from a diffusers directory, safetensors files or weft's seeded values, at inputs from a file or
+// made from the program's first workload; reports latency and memory; --check compares with the
+// built-in model of the program's class (Flux, Wan) on the same weights and inputs.
+// Plans on programs (sharded runs) are not part of this job yet: it runs on one rank.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <c10/core/Device.h>
+
+#include "runtime/dist/dist_context.h"
+
+namespace weft::exec {
+
+struct ProgramJobOptions {
+  std::string program;               // the .pt2 file
+  std::string model_dir;             // a save_pretrained directory: its config must match the program's
+  std::vector<std::string> weights;  // safetensors files (instead of, or overriding, the directory's)
+  std::string inputs;                // safetensors by argument name, non-tensors under `weft.args`
+  std::string workload;              // the manifest workload to make inputs at (default: the first)
+  std::string output;                // {"output": ..., "output_1": ...}
+  std::string dtype;                 // "fp32" / "bf16"; "" = the program's
+  c10::Device device = c10::Device(c10::kCPU);
+  bool fast_kernels = true;
+  uint64_t seed = 0;
+  bool check = false;
+  std::optional<double> tolerance;   // --check: max|program - built-in| <= tolerance * max|built-in|
+  int warmup = 0;
+  int iters = 1;
+  std::string trace;
+  std::string profile_ops;
+  std::string report;
+  bool progress = true;
+};
+
+// Runs the job; returns the exit status (0, or 1 when --check failed). Throws ProgramError /
+// std::runtime_error naming the file, argument or key on bad input, before anything runs.
+int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& options);
+
+}  // namespace weft::exec

@@ -1,0 +1,77 @@
+// The expressions of a program: sympy srepr sizes, range keys, Python guards.
+#include <gtest/gtest.h>
+
+#include "compiler/program/expr.h"
+
+namespace weft::program {
+namespace {
+
+ExprEnv Env(std::map<std::string, int64_t> symbols, std::map<std::string, ExprValue> inputs = {}) {
+  ExprEnv env;
+  env.symbol = [symbols](const std::string& s) -> std::optional<int64_t> {
+    auto it = symbols.find(s);
+    if (it == symbols.end()) return std::nullopt;
+    return it->second;
+  };
+  env.input = [inputs](const std::string& s) -> std::optional<ExprValue> {
+    auto it = inputs.find(s);
+    if (it == inputs.end()) return std::nullopt;
+    return it->second;
+  };
+  return env;
+}
+
+TEST(ExprTest, SreprSizes) {
+  EXPECT_EQ(Expr::Parse("Symbol('s31', positive=True, integer=True)").Evaluate(Env({{"s31", 12}})), 12);
+  EXPECT_EQ(Expr::Parse("Add(Symbol('s29', positive=True, integer=True), Symbol('s31', positive=True, integer=True))")
+                .Evaluate(Env({{"s29", 24}, {"s31", 8}})),
+            32);
+  EXPECT_EQ(Expr::Parse("Mul(Integer(2), FloorDiv(Symbol('s1', integer=True), Integer(2)))").Evaluate(Env({{"s1", 7}})), 6);
+  EXPECT_EQ(Expr::Parse("Max(Integer(1), Add(Integer(-512), Symbol('s0')))").Evaluate(Env({{"s0", 100}})), 1);
+  EXPECT_EQ(Expr::Parse("Pow(Symbol('s0'), Integer(3))").Evaluate(Env({{"s0", 4}})), 64);
+  EXPECT_EQ(Expr::Parse("Symbol('s0')").AsSymbol(), "s0");
+  EXPECT_EQ(Expr::Parse("Mul(Integer(2), Symbol('s0'))").AsSymbol(), "");
+  EXPECT_EQ(Expr::Parse("Add(Symbol('a'), Mul(Symbol('b'), Symbol('a')))").Symbols(), (std::vector<std::string>{"a", "b"}));
+}
+
+TEST(ExprTest, RangeKeysAndPythonFloorSemantics) {
+  EXPECT_EQ(Expr::Parse("s40*s65*s66").Evaluate(Env({{"s40", 3}, {"s65", 3}, {"s66", 4}})), 36);
+  EXPECT_EQ(Expr::Parse("-7 // 2").Evaluate(Env({})), -4);
+  EXPECT_EQ(Expr::Parse("-7 % 2").Evaluate(Env({})), 1);
+  EXPECT_EQ(Expr::Parse("FloorDiv(Integer(-7), Integer(2))").Evaluate(Env({})), -4);
+  EXPECT_EQ(Expr::Parse("2 ** 10").Evaluate(Env({})), 1024);
+}
+
+TEST(ExprTest, GuardsOverInputs) {
+  auto env = Env({}, {{"hidden_states", ExprValue::Tensor({2, 24, 16})},
+                      {"img_ids", ExprValue::Tensor({24, 3})},
+                      {"img_shapes", ExprValue::List({ExprValue::List({ExprValue::List({ExprValue::Int(1), ExprValue::Int(6),
+                                                                                         ExprValue::Int(8)})})})}});
+  EXPECT_EQ(Expr::Parse("L['img_ids'].size()[0] == L['hidden_states'].size()[1]").Evaluate(env), 1);
+  EXPECT_EQ(Expr::Parse("L['hidden_states'].size()[2] == 17").Evaluate(env), 0);
+  EXPECT_EQ(Expr::Parse("8*L['img_shapes'][0][0][1]*max(1, L['img_shapes'][0][0][2]) > 1").Evaluate(env), 1);
+  EXPECT_EQ(Expr::Parse("not (1 < 2 < 3) or 4 != 4").Evaluate(env), 0);
+  EXPECT_EQ(Expr::Parse("1 < 3 and 2 >= 2").Evaluate(env), 1);
+}
+
+TEST(ExprTest, ErrorsNameWhatIsWrong) {
+  auto fails = [](const std::string& text, const ExprEnv& env, const std::string& expected) {
+    try {
+      Expr::Parse(text).Evaluate(env);
+      ADD_FAILURE() << text << " did not fail";
+    } catch (const ExprError& e) {
+      EXPECT_EQ(std::string(e.what()), expected);
+    }
+  };
+  fails("Symbol('s9')", Env({}), "expression `Symbol('s9')`: symbol s9 has no value (no input determines it)");
+  fails("L['x'].size()[0]", Env({}), "expression `L['x'].size()[0]`: no input `x`");
+  fails("Mul(Symbol('a'), Symbol('a'))", Env({{"a", int64_t{1} << 40}}),
+        "expression `Mul(Symbol('a'), Symbol('a'))`: overflows 64-bit integers (1099511627776 * 1099511627776)");
+  fails("5 // 0", Env({}), "expression `5 // 0`: division by zero");
+  fails("Rational(1, 2)", Env({}), "expression `Rational(1, 2)`: unknown function Rational()");
+  EXPECT_THROW(Expr::Parse("1 +"), ExprError);
+  EXPECT_THROW(Expr::Parse("a $ b"), ExprError);
+}
+
+}  // namespace
+}  // namespace weft::program

@@ -1,0 +1,122 @@
+// Reading `.pt2` programs: every fixture program, and bad archives of every kind.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "compiler/program/program_reader.h"
+#include "tests/unit/program/test_archives.h"
+
+namespace weft::program {
+namespace {
+
+using testing::CopyArchive;
+using testing::ReadFile;
+using testing::TempPath;
+using testing::WriteFile;
+
+const std::string kPrograms = std::string(WEFT_FIXTURES) + "/programs";
+const std::string kFlux = kPrograms + "/flux-tiny/program.pt2";
+
+std::string ErrorOf(const std::string& path) {
+  try {
+    ReadProgramFile(path);
+  } catch (const ProgramError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(ProgramReaderTest, ReadsTheFixturePrograms) {
+  for (const char* name : {"flux-tiny", "flux2-tiny", "qwen-image-tiny", "wan-tiny", "wan-tiny-i2v", "chronoedit-tiny",
+                           "helios-tiny", "ltx-video-tiny", "ltx-2-tiny", "minimax-h3-tiny", "hunyuanvideo-tiny"}) {
+    for (const char* file : {"program.pt2", "program_bf16.pt2"}) {
+      Program p = ReadProgramFile(kPrograms + "/" + name + "/" + file);
+      EXPECT_EQ(p.schema_major, 8) << name;
+      ASSERT_TRUE(p.manifest) << name;
+      EXPECT_EQ(p.manifest->name, name);
+      EXPECT_GT(p.nodes.size(), 100u) << name;
+      EXPECT_FALSE(p.range_constraints.empty()) << name << ": token counts are dynamic";
+      // Higher-order operators whose bodies are plain for inference are inlined.
+      for (const Node& n : p.nodes) EXPECT_NE(n.target.rfind("torch.ops.higher_order.", 0), 0u) << name << " " << n.name;
+    }
+  }
+}
+
+TEST(ProgramReaderTest, FluxProgramFacts) {
+  Program p = ReadProgramFile(kFlux);
+  EXPECT_EQ(p.manifest->class_name, "FluxTransformer2DModel");
+  EXPECT_EQ(p.manifest->dtype, "f32");
+  EXPECT_EQ(p.ForwardArgNames(), (std::vector<std::string>{"hidden_states", "encoder_hidden_states", "pooled_projections",
+                                                            "timestep", "img_ids", "txt_ids", "guidance", "return_dict"}));
+  size_t sdpa = 0;
+  for (const Node& n : p.nodes) sdpa += n.target == "torch.ops.aten.scaled_dot_product_attention.default";
+  EXPECT_EQ(sdpa, 4u);  // 2 double + 2 single blocks: attention stays one node
+  size_t params = 0;
+  for (const InputSpec& s : p.input_specs) params += s.kind == InputSpec::Kind::kParameter;
+  EXPECT_EQ(params, p.weights.size());
+}
+
+TEST(ProgramReaderTest, NotAZip) {
+  const std::string path = TempPath("not_a_zip.pt2");
+  WriteFile(path, "this is a plan, not a program\n");
+  EXPECT_EQ(ErrorOf(path), path + ": cannot read the program: not a zip archive (a .pt2 program is one; is the file truncated?)");
+  EXPECT_EQ(ErrorOf(TempPath("missing.pt2")), TempPath("missing.pt2") + ": cannot open the program: No such file or directory");
+}
+
+TEST(ProgramReaderTest, Truncated) {
+  const std::string bytes = ReadFile(kFlux);
+  const std::string path = TempPath("truncated.pt2");
+  WriteFile(path, bytes.substr(0, bytes.size() / 2));
+  const std::string error = ErrorOf(path);
+  EXPECT_EQ(error.rfind(path + ": cannot read the program: ", 0), 0u) << error;
+}
+
+TEST(ProgramReaderTest, MissingModelJson) {
+  const std::string path = TempPath("no_model.pt2");
+  CopyArchive(kFlux, path, [](const std::string& name, std::string data) -> std::optional<std::string> {
+    if (name == "models/model.json") return std::nullopt;
+    return data;
+  });
+  EXPECT_EQ(ErrorOf(path), path + ": no `archive/models/model.json` (not a torch.export program)");
+}
+
+TEST(ProgramReaderTest, UnsupportedSchemaVersion) {
+  const std::string path = TempPath("schema9.pt2");
+  CopyArchive(kFlux, path, [](const std::string& name, std::string data) -> std::optional<std::string> {
+    if (name != "models/model.json") return data;
+    nlohmann::json j = nlohmann::json::parse(data);
+    j["schema_version"] = {{"major", 9}, {"minor", 1}};
+    return j.dump();
+  });
+  EXPECT_EQ(ErrorOf(path), path + ": archive/models/model.json: export schema version 9.1; weft reads version 8.x "
+                                  "(torch 2.5 to 2.13 write 8.x)");
+}
+
+TEST(ProgramReaderTest, MalformedDocumentNamesTheNode) {
+  const std::string path = TempPath("bad_node.pt2");
+  CopyArchive(kFlux, path, [](const std::string& name, std::string data) -> std::optional<std::string> {
+    if (name != "models/model.json") return data;
+    nlohmann::json j = nlohmann::json::parse(data);
+    j["graph_module"]["graph"]["nodes"][3].erase("target");
+    return j.dump();
+  });
+  const std::string error = ErrorOf(path);
+  EXPECT_NE(error.find("archive/models/model.json: node 3"), std::string::npos) << error;
+  EXPECT_NE(error.find("missing field `target`"), std::string::npos) << error;
+}
+
+TEST(ProgramReaderTest, CorruptedEntryFailsItsCrc) {
+  // Flip a byte inside the (deflated) model.json: the entry no longer inflates or its CRC fails.
+  std::string bytes = ReadFile(kFlux);
+  const size_t at = bytes.find("models/model.json");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 200] = static_cast<char>(bytes[at + 200] ^ 0x5a);
+  const std::string path = TempPath("corrupted.pt2");
+  WriteFile(path, bytes);
+  const std::string error = ErrorOf(path);
+  EXPECT_NE(error.find(path), std::string::npos) << error;
+  EXPECT_NE(error.find("models/model.json"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace weft::program
