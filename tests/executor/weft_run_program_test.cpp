@@ -1,0 +1,155 @@
+// `weft-run --program`: exported programs end to end through the runner -- the built-in check,
+// outputs equal to diffusers', programs of classes weft has no C++ model for, traces -- and the
+// refusals of bad requests, each with its message.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "runtime/io/safetensors.h"
+
+namespace {
+
+const std::string kWeftRun = WEFT_RUN_PATH;
+const std::string kPrograms = std::string(WEFT_SOURCE_DIR) + "/tests/fixtures/programs";
+
+struct Shell {
+  int status = -1;
+  std::string output;
+};
+
+Shell Sh(const std::string& command) {
+  Shell s;
+  FILE* p = ::popen(("env -u RANK -u WORLD_SIZE -u LOCAL_RANK " + command + " 2>&1").c_str(), "r");
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) s.output.append(buf.data(), n);
+  const int st = ::pclose(p);
+  s.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return s;
+}
+
+std::string Temp(const std::string& name) { return ::testing::TempDir() + "/weft_run_program_test_" + name; }
+
+// The JSON report printed on stdout among the progress lines (--no-prefix).
+nlohmann::json Report(const std::string& output) {
+  const size_t begin = output.find("{\n");
+  const size_t end = output.rfind("\n}");
+  if (begin == std::string::npos || end == std::string::npos) return nlohmann::json();
+  return nlohmann::json::parse(output.substr(begin, end + 2 - begin), nullptr, false);
+}
+
+double MaxAbsDiff(const std::string& a_file, const std::string& b_file, const std::string& key) {
+  at::Tensor a = weft::io::SafetensorsFile::Open(a_file).Load(key).to(at::kDouble);
+  at::Tensor b = weft::io::SafetensorsFile::Open(b_file).Load(key).to(at::kDouble);
+  EXPECT_EQ(a.sizes(), b.sizes());
+  return (a - b).abs().max().item<double>();
+}
+
+TEST(WeftRunProgram, FluxProgramMatchesTheBuiltInModelAndDiffusers) {
+  const std::string dir = kPrograms + "/flux-tiny";
+  const std::string out = Temp("flux.safetensors");
+  // weft-run seeds weights with 1000 + --seed: --seed 20260201 gives the fixtures' weights (20261201).
+  Shell s = Sh(kWeftRun + " --no-prefix --program " + dir + "/program.pt2 --inputs " + dir +
+               "/inputs_64x96.safetensors --seed 20260201 --check --report json --output " + out);
+  ASSERT_EQ(s.status, 0) << s.output;
+  EXPECT_NE(s.output.find("weft-run: check against the built-in model passed"), std::string::npos) << s.output;
+  nlohmann::json r = Report(s.output);
+  ASSERT_TRUE(r.is_object()) << s.output;
+  EXPECT_EQ(r["class"], "FluxTransformer2DModel");
+  EXPECT_EQ(r["check"]["against"], "built-in");
+  EXPECT_TRUE(r["check"]["passed"].get<bool>());
+  EXPECT_LE(r["check"]["max_rel_error"].get<double>(), 1e-4);
+  EXPECT_TRUE(r["outputs_finite"].get<bool>());
+  EXPECT_GT(r["fast_kernel_nodes"].get<int>(), 0);
+  EXPECT_GT(r["nodes"].get<int>(), 500);
+}
+
+TEST(WeftRunProgram, ProgramOfAClassWithoutABuiltInModelRunsAndWritesEveryOutput) {
+  // LTX-2 returns video and audio; its inputs carry num_frames, height, width, fps, audio_num_frames.
+  const std::string dir = kPrograms + "/ltx-2-tiny";
+  const std::string out = Temp("ltx2.safetensors");
+  Shell s = Sh(kWeftRun + " --no-prefix --program " + dir + "/program.pt2 --inputs " + dir +
+               "/inputs_96x64x9.safetensors --seed 20260201 --output " + out);
+  ASSERT_EQ(s.status, 0) << s.output;
+  // The fixture's weights (see above), so the outputs are diffusers'.
+  const std::string want = dir + "/outputs_96x64x9.safetensors";
+  EXPECT_LE(MaxAbsDiff(out, want, "output"), 1e-4 * 2);
+  EXPECT_LE(MaxAbsDiff(out, want, "output_1"), 1e-4 * 2);
+}
+
+TEST(WeftRunProgram, TraceHasTheProgramsModuleSpans) {
+  const std::string dir = kPrograms + "/flux-tiny";
+  const std::string prefix = Temp("trace");
+  Shell s = Sh(kWeftRun + " --no-prefix --program " + dir + "/program.pt2 --trace " + prefix);
+  ASSERT_EQ(s.status, 0) << s.output;
+  std::ifstream in(prefix + ".rank0.json");
+  ASSERT_TRUE(in.good());
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  std::map<std::string, int> spans;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e.value("ph", "") == "X") spans[e["name"].get<std::string>()] += 1;
+  }
+  EXPECT_EQ(spans["<root>"], 1);
+  EXPECT_EQ(spans["transformer_blocks.0"], 1);
+  EXPECT_EQ(spans["single_transformer_blocks.1"], 1);
+  EXPECT_EQ(spans["x_embedder"], 1);
+}
+
+TEST(WeftRunProgram, BadRequestsAreRefusedByName) {
+  const std::string flux = kPrograms + "/flux-tiny/program.pt2";
+  Shell s = Sh(kWeftRun + " --no-prefix --program " + flux + " --dtype bf16");
+  EXPECT_NE(s.status, 0);
+  EXPECT_NE(s.output.find("--dtype bf16: the program " + flux + " was exported in Float (its casts are baked in); "
+                          "export it again with tools/export_program.py --dtype bf16"),
+            std::string::npos)
+      << s.output;
+  s = Sh(kWeftRun + " --no-prefix --program " + flux + " --nproc 2");
+  EXPECT_NE(s.status, 0);
+  EXPECT_NE(s.output.find("--program runs on one rank (world size 2 given)"), std::string::npos) << s.output;
+  s = Sh(kWeftRun + " --no-prefix --program " + flux + " --plan " + std::string(WEFT_SOURCE_DIR) + "/plans/flux.weft");
+  EXPECT_EQ(s.status, 2);
+  EXPECT_NE(s.output.find("--program runs a program unsharded; it takes no --plan"), std::string::npos) << s.output;
+  // Helios takes frame indices: weft does not make up integer inputs.
+  s = Sh(kWeftRun + " --no-prefix --program " + kPrograms + "/helios-tiny/program.pt2");
+  EXPECT_NE(s.status, 0);
+  EXPECT_NE(s.output.find("input `indices_hidden_states` is an integer tensor (i64), which weft cannot make up; give "
+                          "--inputs"),
+            std::string::npos)
+      << s.output;
+  // --check needs a built-in model of the class.
+  s = Sh(kWeftRun + " --no-prefix --program " + kPrograms + "/ltx-2-tiny/program.pt2 --inputs " + kPrograms +
+         "/ltx-2-tiny/inputs_96x64x9.safetensors --check");
+  EXPECT_NE(s.status, 0);
+  EXPECT_NE(s.output.find("--check: weft has no built-in model of class LTX2VideoTransformer3DModel"), std::string::npos)
+      << s.output;
+}
+
+TEST(WeftRunProgram, ModelDirOfAnotherConfigIsRefused) {
+  // tests/fixtures/flux_tiny/model holds flux-tiny's config and a checkpoint: with one value changed
+  // that moves no shape (the RoPE axes), the directory is another model than the program's.
+  const std::string dir = Temp("model_dir");
+  ASSERT_EQ(Sh("rm -rf " + dir + " && cp -r " + std::string(WEFT_SOURCE_DIR) + "/tests/fixtures/flux_tiny/model " + dir).status, 0);
+  std::ifstream in(dir + "/config.json");
+  nlohmann::json cfg = nlohmann::json::parse(in);
+  in.close();
+  cfg["axes_dims_rope"] = {4, 4, 8};
+  std::ofstream(dir + "/config.json") << cfg.dump();
+  Shell s = Sh(kWeftRun + " --no-prefix --program " + kPrograms + "/flux-tiny/program.pt2 --model-dir " + dir);
+  EXPECT_NE(s.status, 0);
+  EXPECT_NE(s.output.find("/config.json differs from the config the program was exported with: axes_dims_rope = "
+                          "[4,4,8] (the program: [4,6,6])"),
+            std::string::npos)
+      << s.output;
+  cfg["axes_dims_rope"] = {4, 6, 6};
+  std::ofstream(dir + "/config.json") << cfg.dump();
+  s = Sh(kWeftRun + " --no-prefix --program " + kPrograms + "/flux-tiny/program.pt2 --model-dir " + dir + " --check");
+  EXPECT_EQ(s.status, 0) << s.output;
+}
+
+}  // namespace
