@@ -142,13 +142,19 @@ int RunFmt(const FmtOptions& options) {
     bool json = options.to.empty() ? (options.check || options.write) && IsJsonPath(path)
                                    : options.to == "json";
     std::string canonical = json ? syntax::PrintJson(*plan) : syntax::PrintDsl(*plan);
+    // The canonical form has no byte order mark (UTF-8 needs none; JSON forbids one): --check
+    // reports one, --write drops it, printing never writes one.
     if (options.check) {
+      if (src.had_byte_order_mark()) {
+        std::cout << path << ": starts with a UTF-8 byte order mark; the canonical form has none\n";
+        status = std::max(status, 1);
+      }
       if (canonical != src.text()) {
         std::cout << UnifiedDiff(path, path + " (canonical)", src.text(), canonical);
         status = std::max(status, 1);
       }
     } else if (options.write) {
-      if (canonical != src.text()) {
+      if (canonical != src.text() || src.had_byte_order_mark()) {
         std::ofstream out(path, std::ios::binary | std::ios::trunc);
         out << canonical;
         if (!out) {

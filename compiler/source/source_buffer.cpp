@@ -11,6 +11,10 @@ namespace weft::source {
 
 SourceBuffer::SourceBuffer(std::string filename, std::string text)
     : filename_(std::move(filename)), text_(std::move(text)) {
+  if (text_.compare(0, 3, "\xEF\xBB\xBF") == 0) {
+    text_.erase(0, 3);
+    had_bom_ = true;
+  }
   line_starts_.push_back(0);
   for (uint32_t i = 0; i < text_.size(); ++i) {
     if (text_[i] == '\n') line_starts_.push_back(i + 1);

@@ -18,6 +18,10 @@ namespace weft::source {
 // a lookup cache; not for concurrent use.
 class SourceBuffer {
  public:
+  // A leading UTF-8 byte order mark (EF BB BF) is dropped from `text` and remembered in
+  // had_byte_order_mark(): editors hide it, so lines and columns count from the first visible
+  // character, and the parsers never see it (in the DSL it would shift every token; JSON has
+  // none by RFC 8259). A mark anywhere else stays, and the lexers report it.
   SourceBuffer(std::string filename, std::string text);
 
   // Reads `path`; std::nullopt (and `*error` set to a one-line reason) when it cannot.
@@ -27,6 +31,8 @@ class SourceBuffer {
   // The id a SourceManager gave this buffer (invalid until added to one).
   FileId id() const { return id_; }
   const std::string& text() const { return text_; }
+  // True when the file began with a UTF-8 byte order mark (not part of text()).
+  bool had_byte_order_mark() const { return had_bom_; }
   uint32_t size() const { return static_cast<uint32_t>(text_.size()); }
 
   // 1-based line and byte column of `offset` (offset == size() is the end of the text).
@@ -54,6 +60,7 @@ class SourceBuffer {
   friend class SourceManager;
   std::string filename_;
   std::string text_;
+  bool had_bom_ = false;
   FileId id_;
   std::vector<uint32_t> line_starts_;
   mutable std::map<uint32_t, std::string> json_pointers_;

@@ -752,8 +752,11 @@ std::optional<PlanAst> ParseDsl(const source::SourceBuffer& src, diag::Emitter& 
                          : ch == ":" ? "; write `dim 1`, without `:`"
                                      : "";
       if (ch == "-") hint = "; dims and indexes are non-negative integers";
+      // An invisible byte order mark past the start of the file (one at the start is skipped).
+      const bool bom = ch == "\xEF\xBB\xBF";
+      if (bom) hint = "; weft skips one only at the very start of a file";
       diags.Emit(src.RangeAt(src.id(), begin, end - begin), InvalidCharacter,
-                 "character `" + ch + "`", hint);
+                 bom ? std::string("byte order mark (U+FEFF)") : "character `" + ch + "`", hint);
     } else if (token->getType() == WeftPlanLexer::COMMENT) {
       uint32_t begin = offsets.ByteOf(token->getStartIndex());
       uint32_t line_start = begin;

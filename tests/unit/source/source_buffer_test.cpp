@@ -1,4 +1,5 @@
 #include "compiler/source/source_buffer.h"
+#include "compiler/source/checked_math.h"
 
 #include <gtest/gtest.h>
 
@@ -98,6 +99,31 @@ TEST(SourceBufferTest, FromFileReportsMissingFiles) {
   std::string error;
   EXPECT_FALSE(SourceBuffer::FromFile("/nonexistent/plan.weft", &error).has_value());
   EXPECT_NE(error.find("cannot open `/nonexistent/plan.weft`"), std::string::npos) << error;
+}
+
+TEST(SourceBufferTest, LeadingByteOrderMarkIsSkipped) {
+  SourceBuffer bom("a.weft", "\xEF\xBB\xBFplan p\nfor M\n");
+  EXPECT_TRUE(bom.had_byte_order_mark());
+  EXPECT_EQ(bom.text(), "plan p\nfor M\n");
+  EXPECT_EQ(bom.LineColOf(0).col, 1u);  // columns count from the first visible character
+  EXPECT_EQ(bom.LineText(1), "plan p");
+  SourceBuffer plain("a.weft", "plan p\n\xEF\xBB\xBF");
+  EXPECT_FALSE(plain.had_byte_order_mark());
+  EXPECT_EQ(plain.size(), 10u);  // one later in the text stays, for the lexer to report
+  SourceBuffer partial("a.weft", "\xEF\xBB");
+  EXPECT_FALSE(partial.had_byte_order_mark());
+  EXPECT_EQ(partial.size(), 2u);
+}
+
+TEST(CheckedMathTest, NeverWraps) {
+  EXPECT_EQ(CheckedMul(int64_t{1} << 31, int64_t{1} << 31), int64_t{1} << 62);
+  EXPECT_FALSE(CheckedMul(int64_t{1} << 62, 2));
+  EXPECT_FALSE(CheckedAdd(int64_t{1} << 62, int64_t{1} << 62));
+  EXPECT_FALSE(CheckedProduct({2147483648, 2147483648, 4}));
+  EXPECT_EQ(SaturatingProduct({2147483648, 2147483648, 4}), kSaturated);
+  EXPECT_EQ(SaturatingAdd(kSaturated, 1), kSaturated);
+  EXPECT_EQ(SaturatingMul(kSaturated, 0), 0);
+  EXPECT_EQ(SaturatingMul(3, 4), 12);
 }
 
 }  // namespace
