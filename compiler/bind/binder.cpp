@@ -11,6 +11,8 @@
 
 #include "compiler/bind/bind.h"
 #include "compiler/bind/glob.h"
+#include "compiler/plan/mesh_spec.h"
+#include "compiler/source/checked_math.h"
 
 namespace weft::bind {
 namespace {
@@ -100,6 +102,23 @@ WEFT_DIAGNOSTIC(ColwiseWithoutRowwise, Error,
                 "colwise `{0}` shards a width of {1} over tp, but no rowwise layer in `{2}` takes {1} input "
                 "features to reduce it back",
                 std::string, int64_t, std::string);
+
+WEFT_DIAGNOSTIC(OutputNotGathered, Error,
+                "{0} of `{1}` is split here, but no gather runs after the plan's last split: output {2} of `{3}`{4} "
+                "would be returned split over the {5} CP ranks ({6}); add a `gather` rule for the module that "
+                "produces it",
+                std::string, std::string, int64_t, std::string, std::string, int64_t, std::string);
+WEFT_DIAGNOSTIC(LastSplitHere, Note, "the plan's last split runs here, at `{0}`", std::string);
+WEFT_DIAGNOSTIC(LastGatherHere, Note, "the plan's last gather runs here, at `{0}`, before that split", std::string);
+WEFT_DIAGNOSTIC(PackedBlocksOverflow, Error,
+                "packed blocks {0} of `{1}` sum to more than 9223372036854775807 (2^63 - 1); they must sum to a "
+                "divisor of its {2} {3}",
+                std::string, std::string, int64_t, std::string);
+WEFT_DIAGNOSTIC(PackedBlockNotPositive, Error,
+                "packed block {0} of `{1}` is `{2}` = {3} in graph `{4}`; block sizes are at least 1", int64_t,
+                std::string, std::string, int64_t, std::string);
+WEFT_DIAGNOSTIC(MeshTooLarge, Error, "mesh {0} has {1} ranks, more than the {2} ranks a mesh may have", std::string,
+                std::string, int64_t);
 
 // ---- Small helpers ---------------------------------------------------------------------------
 
@@ -203,6 +222,7 @@ class Binder {
   void BindTpRules();
   void CheckColwiseChains();
   void CheckGathers();
+  void CheckOutputGathered();
 
   const syntax::PlanAst& ast_;
   const model::ModelGraph& graph_;
@@ -236,7 +256,14 @@ bool Binder::CheckMesh() {
       diags_.Emit(ast_.header_range, MeshDegreeInvalid, a.name, a.size);
       ok = false;
     }
-    product *= a.size;
+    product = source::SaturatingMul(product, std::max<int64_t>(a.size, 1));
+  }
+  if (ok && product > plan::kMaxMeshWorldSize) {
+    // The driver's parser bounds meshes; a caller building one in memory may not have.
+    diags_.Emit(ast_.header_range, MeshTooLarge, options_.mesh.ToString(),
+                product == source::kSaturated ? "more than 9223372036854775807" : std::to_string(product),
+                plan::kMaxMeshWorldSize);
+    return false;
   }
   if (ok && options_.world_size > 0 && options_.world_size != product) {
     diags_.Emit(ast_.header_range, MeshWorldMismatch, options_.mesh.ToString(), product, options_.world_size);
@@ -530,10 +557,11 @@ void Binder::ComputeShardedLengths() {
     int64_t first = -1;
     for (size_t i = 0; i < base.size(); ++i) {
       if (mask & (1u << i)) {
-        sum += base[i];
+        sum = source::SaturatingAdd(sum, base[i]);
         if (first < 0) first = base[i];
       }
     }
+    if (sum == source::kSaturated) continue;  // no traced length is that long
     sums.insert(sum);
     // A concatenation of split streams (Flux: text + image) points at its first stream's split.
     if (first >= 0 && !split_length_origin_.count(sum)) split_length_origin_.emplace(sum, split_length_origin_[first]);
@@ -670,6 +698,11 @@ void Binder::BindTpRules() {
           continue;
         }
         if (auto v = graph_.ConfigValue(b.name)) {
+          if (*v < 1) {
+            diags_.Emit(b.range, PackedBlockNotPositive, static_cast<int64_t>(raw_blocks.size()),
+                        rule.pattern.text, b.name, *v, graph_.name);
+            blocks_ok = false;
+          }
           raw_blocks.push_back(*v);
         } else {
           std::vector<std::string> names;
@@ -718,18 +751,26 @@ void Binder::BindTpRules() {
         const int64_t extent = col ? w->shape[0] : w->shape[1];
         const std::string dim_name = col ? "output features" : "input features";
         if (rule.packed && blocks_ok) {
-          int64_t sum = 0;
-          for (int64_t b : raw_blocks) sum += b;
+          std::optional<int64_t> sum = 0;
+          for (int64_t b : raw_blocks) {
+            if (sum) sum = source::CheckedAdd(*sum, b);
+          }
           std::string list = "[";
           for (size_t i = 0; i < raw_blocks.size(); ++i) list += (i ? ", " : "") + std::to_string(raw_blocks[i]);
           list += "]";
-          if (sum <= 0 || extent % sum != 0) {
+          if (!sum) {
             if (Once(Key(rule.packed->range, "sum"))) {
-              diags_.Emit(rule.packed->range, PackedBlocksMismatch, list, Display(m.path), sum, extent, dim_name);
+              diags_.Emit(rule.packed->range, PackedBlocksOverflow, list, Display(m.path), extent, dim_name);
             }
             continue;
           }
-          const int64_t scale = extent / sum;  // proportions scale to the dimension
+          if (*sum <= 0 || extent % *sum != 0) {
+            if (Once(Key(rule.packed->range, "sum"))) {
+              diags_.Emit(rule.packed->range, PackedBlocksMismatch, list, Display(m.path), *sum, extent, dim_name);
+            }
+            continue;
+          }
+          const int64_t scale = extent / *sum;  // proportions scale to the dimension (b * scale <= extent)
           for (int64_t b : raw_blocks) bt.blocks.push_back(b * scale);
           if (T > 1) {
             for (size_t i = 0; i < bt.blocks.size(); ++i) {
@@ -841,8 +882,72 @@ void Binder::CheckGathers() {
   }
 }
 
+void Binder::CheckOutputGathered() {
+  // When data moves, in module pre-order (the order of the graph's registration, which the
+  // exporters keep and the gather check above relies on too): a module's argument splits run
+  // as it starts, at 2*id; its output splits and gathers as it returns, at 2*end-1 where `end`
+  // is one past its subtree. The model returns sharded data when the last split comes after
+  // the last gather.
+  if (out_.splits.empty() || out_.mesh.Cp() <= 1) return;
+  auto subtree_end = [&](model::ModuleId id) {
+    const std::string& path = graph_.modules[id].path;
+    size_t end = id + 1;
+    while (end < graph_.modules.size() &&
+           (path.empty() || graph_.modules[end].path.rfind(path + ".", 0) == 0)) {
+      ++end;
+    }
+    return end;
+  };
+  auto split_time = [&](const BoundSplit& s) {
+    return s.split.target == plan::Split::Target::kArgument ? 2 * s.module : 2 * subtree_end(s.module) - 1;
+  };
+  size_t last_split = 0;
+  for (size_t k = 1; k < out_.splits.size(); ++k) {
+    if (split_time(out_.splits[k]) > split_time(out_.splits[last_split])) last_split = k;
+  }
+  std::optional<size_t> last_gather;
+  for (size_t k = 0; k < out_.gathers.size(); ++k) {
+    if (!last_gather || subtree_end(out_.gathers[k].module) > subtree_end(out_.gathers[*last_gather].module)) {
+      last_gather = k;
+    }
+  }
+  if (last_gather && 2 * subtree_end(out_.gathers[*last_gather].module) - 1 >= split_time(out_.splits[last_split])) {
+    return;
+  }
+  // Which output stays split: the model's first traced tensor output.
+  int64_t output = 0;
+  std::string shape;
+  if (const model::ModuleCalls* root = workload_->FindCalls(""); root != nullptr && !root->calls.empty()) {
+    const std::vector<model::Value>& outs = root->calls.front().outputs;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (outs[i].IsTensor()) {
+        output = static_cast<int64_t>(i);
+        shape = " (shape " + ShapeText(outs[i].shape) + ")";
+        break;
+      }
+    }
+  }
+  const BoundSplit& first = out_.splits.front();
+  const std::string what = first.split.target == plan::Split::Target::kArgument
+                               ? "`" + first.split.argument +
+                                     (first.split.element >= 0 ? "[" + std::to_string(first.split.element) + "]" : "") +
+                                     "`"
+                               : "output " + std::to_string(first.split.output);
+  auto builder = diags_.Build(split_ranges_.front(), OutputNotGathered, what, Display(graph_.modules[first.module].path),
+                              output, graph_.class_name, shape, out_.mesh.Cp(), CpDegreeText(out_.mesh));
+  if (last_split != 0 && split_ranges_[last_split].offset != split_ranges_.front().offset) {
+    builder.Note(split_ranges_[last_split], LastSplitHere, Display(graph_.modules[out_.splits[last_split].module].path));
+  }
+  if (last_gather) {
+    builder.Note(gather_ranges_[*last_gather], LastGatherHere,
+                 Display(graph_.modules[out_.gathers[*last_gather].module].path));
+  }
+  builder.Emit();
+}
+
 std::optional<BoundPlan> Binder::Run() {
   const uint32_t errors_before = diags_.error_count();
+  out_.header_range = ast_.header_range;
   out_.plan_name = ast_.name.text;
   out_.plan_file = options_.plan_file;
   out_.model_class = ast_.model.text;
@@ -872,6 +977,7 @@ std::optional<BoundPlan> Binder::Run() {
     }
   }
   CheckGathers();
+  CheckOutputGathered();
   ComputeShardedLengths();
   if (ast_.tensor_parallel) BindTpRules();
   CheckColwiseChains();

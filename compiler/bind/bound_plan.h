@@ -12,6 +12,7 @@
 
 #include "compiler/model/graph.h"
 #include "compiler/plan/execution_plan.h"
+#include "compiler/source/source_range.h"
 
 namespace weft::bind {
 
@@ -52,6 +53,7 @@ struct BoundTp {
 };
 
 struct BoundPlan {
+  source::SourceRange header_range;  // the plan's `plan ... for ...` line, for whole-plan diagnostics
   std::string plan_name;
   std::string plan_file;
   std::string model_class;

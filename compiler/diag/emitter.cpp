@@ -10,6 +10,11 @@ void DiagnosticBuilder::AddMessage(const source::SourceRange& range, Kind kind, 
       Message{kind, level, emitter_->Resolve(range), FormatMessage(format, args)});
 }
 
+void DiagnosticBuilder::AddMessageAt(Location loc, Kind kind, Level level, const char* format,
+                                     std::vector<std::string> args) {
+  diagnostic_.messages.push_back(Message{kind, level, std::move(loc), FormatMessage(format, args)});
+}
+
 void DiagnosticBuilder::Emit() {
   if (diagnostic_.messages.empty()) return;
   emitter_->Report(std::move(diagnostic_));

@@ -57,6 +57,13 @@ class DiagnosticBuilder {
     AddMessage(range, def.kind, def.level, def.format, {internal::ToArg(std::move(args))...});
     return *this;
   }
+  // A note at an already resolved location (see Emitter::BuildAt).
+  template <typename... Args>
+  DiagnosticBuilder& NoteAt(Location loc, const DiagnosticDef<Args...>& def,
+                            typename internal::Identity<Args>::type... args) {
+    AddMessageAt(std::move(loc), def.kind, def.level, def.format, {internal::ToArg(std::move(args))...});
+    return *this;
+  }
   // Hands the diagnostic to the emitter's consumer (subject to --max-errors).
   void Emit();
 
@@ -65,6 +72,7 @@ class DiagnosticBuilder {
   explicit DiagnosticBuilder(Emitter* emitter) : emitter_(emitter) {}
   void AddMessage(const source::SourceRange& range, Kind kind, Level level, const char* format,
                   std::vector<std::string> args);
+  void AddMessageAt(Location loc, Kind kind, Level level, const char* format, std::vector<std::string> args);
 
   Emitter* emitter_;
   Diagnostic diagnostic_;
@@ -89,7 +97,23 @@ class Emitter {
                        {internal::ToArg(std::move(args))...});
     return builder;
   }
-  // Shorthand for Build(...).Emit().
+  // Starts a diagnostic at an already resolved location: a place in a file that is no
+  // SourceBuffer of this compilation (a line of a graph file, a program archive), or no file
+  // at all (a command-line option): leave `loc.file` empty and `loc.line` 0.
+  template <typename... Args>
+  DiagnosticBuilder BuildAt(Location loc, const DiagnosticDef<Args...>& def,
+                            typename internal::Identity<Args>::type... args) {
+    DiagnosticBuilder builder(this);
+    builder.diagnostic_.level = def.level;
+    builder.AddMessageAt(std::move(loc), def.kind, def.level, def.format,
+                         {internal::ToArg(std::move(args))...});
+    return builder;
+  }
+  // Shorthands for Build(...).Emit() and BuildAt(...).Emit().
+  template <typename... Args>
+  void EmitAt(Location loc, const DiagnosticDef<Args...>& def, typename internal::Identity<Args>::type... args) {
+    BuildAt(std::move(loc), def, std::move(args)...).Emit();
+  }
   template <typename... Args>
   void Emit(const source::SourceRange& range, const DiagnosticDef<Args...>& def,
             typename internal::Identity<Args>::type... args) {

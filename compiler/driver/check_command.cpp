@@ -35,9 +35,13 @@ int RunCheck(const CompileOptions& o) {
   Inputs in;
   diag::CollectingConsumer parse_diags;
   diag::Emitter parse_emitter(in.sources, parse_diags, o.max_errors);
-  if (int rc = LoadInputs(o, in, parse_emitter, "check")) return rc;
+  const int rc = LoadInputs(o, in, parse_emitter, "check");
   bool failed = parse_emitter.has_errors();
   Forward(parse_diags.Take(), *renderer, seen);
+  if (rc != 0) {
+    renderer->Flush();  // input problems are diagnostics too: JSON and SARIF carry them
+    return rc;
+  }
   size_t clean = 0;
   for (const Combination& c : in.combinations) {
     diag::CollectingConsumer collected;

@@ -27,8 +27,14 @@ int RunCompile(const CompileCommandOptions& options) {
   diag::SortingConsumer sorted(renderer);
   Inputs in;
   diag::Emitter diags(in.sources, sorted, o.max_errors);
-  if (int rc = LoadInputs(o, in, diags, "compile")) return rc;
-  if (in.plans_without_graph > 0) return 2;
+  if (int rc = LoadInputs(o, in, diags, "compile")) {
+    sorted.Flush();
+    return rc;
+  }
+  if (in.plans_without_graph > 0) {
+    sorted.Flush();
+    return 2;
+  }
   if (diags.has_errors()) {
     sorted.Flush();
     return 1;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -19,6 +20,8 @@
 
 #include "compiler/compile.h"
 #include "compiler/diag/consumer.h"
+#include "compiler/diag/emitter.h"
+#include "compiler/plan/mesh_spec.h"
 #include "compiler/program/graph_view.h"
 #include "compiler/program/program_reader.h"
 
@@ -43,18 +46,18 @@ struct CompileOptions {
   uint32_t max_errors = 20;
 };
 
+// Files are not checked here: LoadInputs reports a missing or unreadable one as a diagnostic,
+// so that --format=json|sarif carries it.
 inline void AddCompileOptions(CLI::App* app, CompileOptions& o, bool many) {
   if (many) {
-    app->add_option("plans", o.plans, "Plan files (.weft or .json)")->required()->check(CLI::ExistingFile);
+    app->add_option("plans", o.plans, "Plan files (.weft or .json)")->required();
   } else {
-    app->add_option("plan", o.plans, "Plan file (.weft or .json)")->required()->expected(1)->check(CLI::ExistingFile);
+    app->add_option("plan", o.plans, "Plan file (.weft or .json)")->required()->expected(1);
   }
   app->add_option("--graph", o.graphs, "Model graph files (weft.graph/1); default: the graphs in --graphs-dir "
-                                        "whose model class matches the plan")
-      ->check(CLI::ExistingFile);
+                                        "whose model class matches the plan");
   app->add_option("--program", o.programs, "torch.export programs (.pt2, tools/export_program.py) to check against, "
-                                          "through their weft.graph/1 view (see `weft program --graph-json`)")
-      ->check(CLI::ExistingFile);
+                                          "through their weft.graph/1 view (see `weft program --graph-json`)");
   app->add_option("--graphs-dir", o.graphs_dir, "Where to look for graphs (default: graphs)");
   app->add_option("--mesh", o.meshes, "Mesh axes, e.g. ring=2,ulysses=2,tp=1 (repeatable)");
   app->add_option("--workload", o.workloads, "Graph workloads (repeatable; default: all)");
@@ -73,45 +76,15 @@ inline void AddCompileOptions(CLI::App* app, CompileOptions& o, bool many) {
   app->add_option("--max-errors", o.max_errors, "Stop after this many errors per combination (0: no limit)");
 }
 
-// "ring=2,ulysses=4,tp=1" -> a mesh with the flags of `o`. Axis order in the world: unknown
-// axes first (as given), then tp, ring, ulysses (tp outermost, ulysses innermost: contiguous ranks), the order runtime/dist lays over ranks by default.
+// "ring=2,ulysses=4,tp=1" -> a mesh with the flags of `o`, through the one mesh parser weft
+// and weft-run share (compiler/plan/mesh_spec.h: closed vocabulary ring, ulysses, tp, order).
+// The mesh lists the axes given, in world order (default tp, ring, ulysses: tp outermost,
+// ulysses innermost with contiguous ranks, the order runtime/dist lays over ranks by default).
 inline std::optional<plan::Mesh> ParseMesh(const std::string& spec, const CompileOptions& o, std::string& error) {
+  std::optional<plan::MeshSpec> parsed = plan::ParseMeshSpec(spec, &error);
+  if (!parsed) return std::nullopt;
   plan::Mesh mesh;
-  std::vector<plan::MeshAxis> axes;
-  std::stringstream ss(spec);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    const size_t eq = item.find('=');
-    if (item.empty() || eq == std::string::npos || eq == 0) {
-      error = "mesh `" + spec + "`: expected axis=size items separated by commas";
-      return std::nullopt;
-    }
-    plan::MeshAxis a;
-    a.name = item.substr(0, eq);
-    try {
-      size_t used = 0;
-      a.size = std::stoll(item.substr(eq + 1), &used);
-      if (used != item.size() - eq - 1) throw std::invalid_argument("trailing");
-    } catch (...) {
-      error = "mesh `" + spec + "`: size of `" + a.name + "` is not an integer";
-      return std::nullopt;
-    }
-    for (const plan::MeshAxis& b : axes) {
-      if (b.name == a.name) {
-        error = "mesh `" + spec + "`: axis `" + a.name + "` appears twice";
-        return std::nullopt;
-      }
-    }
-    if (a.name == "cp") {
-      error = "mesh `" + spec + "`: `cp` is the ring x ulysses group, not an axis";
-      return std::nullopt;
-    }
-    axes.push_back(std::move(a));
-  }
-  auto rank = [](const std::string& name) { return name == "tp" ? 1 : name == "ring" ? 2 : name == "ulysses" ? 3 : 0; };
-  std::stable_sort(axes.begin(), axes.end(),
-                   [&](const plan::MeshAxis& a, const plan::MeshAxis& b) { return rank(a.name) < rank(b.name); });
-  mesh.axes = std::move(axes);
+  mesh.axes = parsed->Axes(/*all_axes=*/false);
   mesh.world_size = o.world_size;
   mesh.ulysses_anything = o.ulysses_anything;
   mesh.ring_anything = o.ring_anything;
@@ -137,7 +110,7 @@ struct Inputs {
   std::vector<model::ModelGraph> graphs;
   std::vector<plan::Mesh> meshes;
   std::vector<Combination> combinations;
-  size_t plans_without_graph = 0;  // reported on stderr; the run ends with status 2
+  size_t plans_without_graph = 0;  // plans with no graph or workload to check against (diagnosed); status 2
   int64_t activation_bytes = 2;    // from --dtype
   std::string attention_kernel = "auto";
 };
@@ -153,26 +126,98 @@ inline std::vector<std::string> DefaultGraphs(const std::string& dir) {
   return files;
 }
 
+// ---- Input diagnostics ------------------------------------------------------------------------
+// Problems with the inputs themselves (files, graphs, programs, meshes, workloads) are
+// diagnostics like any other, so `--format=json|sarif` carries them too. They have no plan
+// location (a graph error points into the graph file instead), except NoGraphForPlan, which
+// points at the plan's `for` clause.
+WEFT_DIAGNOSTIC(InputNotReadable, Error, "cannot read {0} `{1}`: {2}", std::string, std::string, std::string);
+WEFT_DIAGNOSTIC(GraphInvalid, Error, "{0}", std::string);
+WEFT_DIAGNOSTIC(ProgramInvalid, Error, "{0}", std::string);
+WEFT_DIAGNOSTIC(MeshSpecInvalid, Error, "{0}", std::string);
+WEFT_DIAGNOSTIC(UnknownWorkload, Error, "graph `{0}` has no workload `{1}`; it has {2}", std::string, std::string,
+                std::string);
+WEFT_DIAGNOSTIC(NoWorkloads, Error,
+                "graph `{0}` has no workloads (`\"workloads\": []`), so there is nothing to check plan `{1}` "
+                "against; export the graph with at least one workload",
+                std::string, std::string);
+WEFT_DIAGNOSTIC(NoGraphForPlan, Error, "plan `{0}` is written for `{1}`, but {2}", std::string, std::string,
+                std::string);
+
+// Why `path` cannot be read as an input file, or "" when it can be opened.
+inline std::string UnreadableReason(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) return "no such file";
+  if (std::filesystem::is_directory(status)) return "it is a directory";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "it cannot be opened (permission denied?)";
+  return "";
+}
+
+// The location of a graph reader error: the graph file, its line and column, the source line
+// (left out for a line too long to show, e.g. a minified graph; the message then says where).
+inline diag::Location GraphErrorLocation(const std::string& file, const model::GraphError& e, std::string& message) {
+  diag::Location loc;
+  loc.file = file;
+  loc.json_pointer = e.pointer.empty() ? "/" : e.pointer;
+  if (e.line <= 0) {
+    message += " (at " + loc.json_pointer + ")";
+    return loc;
+  }
+  std::ifstream in(file, std::ios::binary);
+  std::string line;
+  for (int n = 0; n < e.line && std::getline(in, line); ++n) {
+  }
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (line.size() > 240) {
+    message += " (at " + loc.json_pointer + ", line " + std::to_string(e.line) + ", column " + std::to_string(e.col) + ")";
+    return loc;
+  }
+  loc.line = static_cast<uint32_t>(e.line);
+  loc.col = static_cast<uint32_t>(e.col);
+  loc.line_text = line;
+  return loc;
+}
+
 // Loads plans (parse diagnostics go to `diags`), graphs and meshes, and lists combinations.
-// Returns 0, or 2 after printing a usage / I/O error to stderr.
+// Every problem with an input is a diagnostic on `diags` (see above); returns 0, or 2 when
+// any input could not be used (then nothing is combined). `command` is kept for callers.
 inline int LoadInputs(const CompileOptions& o, Inputs& in, diag::Emitter& diags, const char* command) {
+  (void)command;
+  bool unusable = false;
   in.activation_bytes = o.dtype == "fp32" ? 4 : 2;
   in.attention_kernel = o.attention_kernel;
+  if (o.world_size < 0 || o.world_size > plan::kMaxMeshWorldSize) {
+    diags.EmitAt(diag::Location{}, MeshSpecInvalid,
+                 "--world-size is " + std::to_string(o.world_size) +
+                     (o.world_size < 0 ? "; a world has at least 1 rank"
+                                       : ", more than the " + std::to_string(plan::kMaxMeshWorldSize) +
+                                             " ranks a mesh may have"));
+    unusable = true;
+  }
   for (const std::string& spec : o.meshes) {
     std::string error;
     auto mesh = ParseMesh(spec, o, error);
     if (!mesh) {
-      std::cerr << "weft " << command << ": " << error << "\n";
-      return 2;
+      diags.EmitAt(diag::Location{}, MeshSpecInvalid, error);
+      unusable = true;
+      continue;
     }
     in.meshes.push_back(std::move(*mesh));
   }
   for (const std::string& file : o.plans) {
+    if (std::string reason = UnreadableReason(file); !reason.empty()) {
+      diags.EmitAt(diag::Location{}, InputNotReadable, "plan", file, reason);
+      unusable = true;
+      continue;
+    }
     std::string error;
     auto buffer = source::SourceBuffer::FromFile(file, &error);
     if (!buffer) {
-      std::cerr << "weft " << command << ": " << error << "\n";
-      return 2;
+      diags.EmitAt(diag::Location{}, InputNotReadable, "plan", file, error);
+      unusable = true;
+      continue;
     }
     const source::SourceBuffer& src = in.sources.Get(in.sources.Add(std::move(*buffer)));
     in.plan_files.push_back(file);
@@ -181,52 +226,91 @@ inline int LoadInputs(const CompileOptions& o, Inputs& in, diag::Emitter& diags,
   const bool explicit_models = !o.graphs.empty() || !o.programs.empty();
   const std::vector<std::string> graph_files = explicit_models ? o.graphs : DefaultGraphs(o.graphs_dir);
   for (const std::string& file : o.programs) {
+    if (std::string reason = UnreadableReason(file); !reason.empty()) {
+      diags.EmitAt(diag::Location{}, InputNotReadable, "program", file, reason);
+      unusable = true;
+      continue;
+    }
     try {
       in.graphs.push_back(program::GraphOfProgram(program::ReadProgramFile(file)));
       in.graph_files.push_back(file);
     } catch (const program::ProgramError& e) {
-      std::cerr << "weft " << command << ": " << e.what() << "\n";
-      return 2;
+      diags.EmitAt(diag::Location{}, ProgramInvalid, e.what());  // the message starts with the file
+      unusable = true;
     }
   }
   for (const std::string& file : graph_files) {
+    if (std::string reason = UnreadableReason(file); !reason.empty()) {
+      diags.EmitAt(diag::Location{}, InputNotReadable, "graph", file, reason);
+      unusable = true;
+      continue;
+    }
     model::GraphReadResult r = model::ReadGraphFile(file);
     if (!r.graph) {
-      for (const model::GraphError& e : r.errors) std::cerr << model::FormatGraphError(file, e) << "\n";
-      std::cerr << "weft " << command << ": cannot use graph `" << file << "`\n";
-      return 2;
+      for (const model::GraphError& e : r.errors) {
+        std::string message = e.message;
+        diag::Location loc = GraphErrorLocation(file, e, message);
+        diags.EmitAt(std::move(loc), GraphInvalid, message);
+      }
+      unusable = true;
+      continue;
     }
     in.graph_files.push_back(file);
     in.graphs.push_back(std::move(*r.graph));
   }
+  if (unusable) return 2;
   for (size_t p = 0; p < in.plans.size(); ++p) {
     if (!in.plans[p] || in.plans[p]->has_error) continue;
+    const syntax::PlanAst& plan = *in.plans[p];
     bool any_graph = false;
     for (size_t g = 0; g < in.graphs.size(); ++g) {
-      if (in.graphs[g].class_name != in.plans[p]->model.text) continue;
+      if (in.graphs[g].class_name != plan.model.text) continue;
       any_graph = true;
       std::vector<std::string> workloads = o.workloads;
       if (workloads.empty()) {
         for (const model::Workload& w : in.graphs[g].workloads) workloads.push_back(w.name);
       }
+      if (workloads.empty()) {
+        // Nothing to bind against: a clean exit would claim a check that never ran.
+        diags.EmitAt(diag::Location{}, NoWorkloads, in.graph_files[g], in.plan_files[p]);
+        ++in.plans_without_graph;
+        continue;
+      }
       for (const std::string& w : workloads) {
         if (in.graphs[g].FindWorkload(w) == nullptr) {
           std::string names;
           for (const model::Workload& x : in.graphs[g].workloads) names += (names.empty() ? "`" : ", `") + x.name + "`";
-          std::cerr << "weft " << command << ": graph `" << in.graph_files[g] << "` has no workload `" << w
-                    << "`; it has " << names << "\n";
-          return 2;
+          if (names.empty()) names = "none";
+          diags.EmitAt(diag::Location{}, UnknownWorkload, in.graph_files[g], w, names);
+          unusable = true;
+          continue;
         }
         for (size_t m = 0; m < in.meshes.size(); ++m) in.combinations.push_back({p, g, m, w});
       }
     }
     if (!any_graph) {
       // Other plans are still checked; the caller ends with status 2.
-      std::cerr << "weft " << command << ": no graph of class `" << in.plans[p]->model.text << "` for plan `"
-                << in.plan_files[p] << "`" << (explicit_models ? std::string() : " in `" + o.graphs_dir + "`")
-                << "; pass one with --graph\n";
+      std::string why;
+      if (explicit_models) {
+        std::string given;
+        const size_t shown = std::min<size_t>(in.graphs.size(), 3);
+        for (size_t g = 0; g < shown; ++g) {
+          given += (g ? ", `" : "`") + in.graph_files[g] + "` is a `" + in.graphs[g].class_name + "`";
+        }
+        if (in.graphs.size() > shown) given += " and " + std::to_string(in.graphs.size() - shown) + " more";
+        why = "no graph given has that class (" + given + "); pass a graph of class `" + plan.model.text +
+              "` with --graph, or a program with --program";
+      } else {
+        why = "no graph in `" + o.graphs_dir + "` has that class; pass one with --graph, or another directory "
+              "with --graphs-dir";
+      }
+      diags.Emit(plan.model.range, NoGraphForPlan, in.plan_files[p], plan.model.text, why);
       ++in.plans_without_graph;
     }
+  }
+  if (unusable) {
+    in.combinations.clear();
+    return 2;
   }
   return 0;
 }

@@ -28,7 +28,10 @@ int RunLaterPhase(const DumpOptions& options) {
   diag::TextRenderer renderer(std::cerr);
   diag::SortingConsumer sorted(renderer);
   diag::Emitter diags(in.sources, sorted, options.compile.max_errors);
-  if (int status = LoadInputs(options.compile, in, diags, "dump"); status != 0) return status;
+  if (int status = LoadInputs(options.compile, in, diags, "dump"); status != 0) {
+    sorted.Flush();
+    return status;
+  }
   bool failed = diags.has_errors();
   for (const Combination& c : in.combinations) {
     const bind::BindOptions bind_options = BindOptionsFor(in, c);

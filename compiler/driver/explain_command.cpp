@@ -143,8 +143,14 @@ int RunExplain(const CompileOptions& o) {
   diag::SortingConsumer sorted(renderer);
   Inputs in;
   diag::Emitter diags(in.sources, sorted, o.max_errors);
-  if (int rc = LoadInputs(o, in, diags, "explain")) return rc;
-  if (in.plans_without_graph > 0) return 2;
+  if (int rc = LoadInputs(o, in, diags, "explain")) {
+    sorted.Flush();
+    return rc;
+  }
+  if (in.plans_without_graph > 0) {
+    sorted.Flush();
+    return 2;
+  }
   bool failed = diags.has_errors();
   bool first = true;
   for (const Combination& c : in.combinations) {

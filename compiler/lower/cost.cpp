@@ -1,45 +1,67 @@
 #include "compiler/lower/cost.h"
 
+#include <initializer_list>
+
+#include "compiler/source/checked_math.h"
+
 namespace weft::lower {
 namespace {
 
 __extension__ typedef __int128 Wide;  // products like 4*B*S*d*b*(U-1) may pass 2^63 for long videos
 
-// round(num / den) for non-negative num, positive den.
+// The largest Wide; a product past it (sizes from a hostile graph) stays here.
+const Wide kWideSaturated = ((Wide{1} << 126) - 1) * 2 + 1;
+
+// The product of non-negative factors, saturated at kWideSaturated instead of wrapping.
+Wide Prod(std::initializer_list<Wide> factors) {
+  Wide p = 1;
+  for (Wide f : factors) {
+    if (f <= 0) return 0;
+    if (p == kWideSaturated || __builtin_mul_overflow(p, f, &p)) p = kWideSaturated;
+  }
+  return p;
+}
+
+Wide Sum(Wide a, Wide b) {
+  Wide out = 0;
+  return a == kWideSaturated || b == kWideSaturated || __builtin_add_overflow(a, b, &out) ? kWideSaturated : out;
+}
+
+// round(num / den) for non-negative num, positive den; source::kSaturated when the result
+// does not fit int64 (Lower reports it as CostOverflow).
 int64_t DivRound(Wide num, Wide den) {
   if (den <= 0 || num <= 0) return 0;
-  return static_cast<int64_t>((num + den / 2) / den);
+  if (num == kWideSaturated) return source::kSaturated;
+  const Wide q = Sum(num, den / 2) / den;
+  return q >= Wide{source::kSaturated} ? source::kSaturated : static_cast<int64_t>(q);
 }
 
 }  // namespace
 
-int64_t Numel(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
+int64_t Numel(const std::vector<int64_t>& shape) { return source::SaturatingProduct(shape); }
 
 int64_t UlyssesBytes(int64_t batch, int64_t seq, int64_t width, int64_t elem_bytes, int64_t ulysses) {
   if (ulysses <= 1) return 0;
-  const Wide num = Wide{4} * batch * seq * width * elem_bytes * (ulysses - 1);
-  return DivRound(num, Wide{ulysses} * ulysses);
+  const Wide num = Prod({4, batch, seq, width, elem_bytes, ulysses - 1});
+  return DivRound(num, Prod({ulysses, ulysses}));
 }
 
 int64_t RingBytes(int64_t batch, int64_t seq, int64_t width, int64_t elem_bytes, int64_t ring) {
   if (ring <= 1) return 0;
-  const Wide num = Wide{2} * batch * seq * width * elem_bytes * (ring - 1);
+  const Wide num = Prod({2, batch, seq, width, elem_bytes, ring - 1});
   return DivRound(num, ring);
 }
 
 int64_t TpAllReduceBytes(int64_t batch, int64_t seq, int64_t width, int64_t elem_bytes, int64_t tp) {
   if (tp <= 1) return 0;
-  const Wide num = Wide{2} * batch * seq * width * elem_bytes * (tp - 1);
+  const Wide num = Prod({2, batch, seq, width, elem_bytes, tp - 1});
   return DivRound(num, tp);
 }
 
 int64_t AllGatherBytes(int64_t total_bytes, int64_t ranks) {
   if (ranks <= 1) return 0;
-  return DivRound(Wide{total_bytes} * (ranks - 1), ranks);
+  if (total_bytes == source::kSaturated) return source::kSaturated;
+  return DivRound(Prod({total_bytes, ranks - 1}), ranks);
 }
 
 int64_t HeadPad(int64_t heads, int64_t ulysses) {
@@ -58,19 +80,19 @@ std::vector<plan::Collective> AttentionCollectives(const AttentionCommInput& in)
   std::vector<plan::Collective> out;
   const int64_t U = in.ulysses < 1 ? 1 : in.ulysses;
   const int64_t R = in.ring < 1 ? 1 : in.ring;
-  const int64_t heads = in.heads + (in.uneven_heads ? HeadPad(in.heads, U) : 0);
-  const Wide width = Wide{heads} * in.head_dim;
+  const Wide heads = Wide{in.heads} + (in.uneven_heads ? HeadPad(in.heads, U) : 0);
+  const Wide width = Prod({heads, in.head_dim});
   if (U > 1) {
     // q and out carry Sq tokens, k and v carry Skv; a ring behind the exchange divides by R.
     // runtime/attention packs k with v, and q with them when Sq == Skv: 2 all-to-alls for
     // self/joint attention (qkv in, out back), 3 for cross attention; the bytes are the same.
-    const Wide num = (Wide{2} * in.q_len + Wide{2} * in.kv_len) * in.batch * width * in.elem_bytes * (U - 1);
+    const Wide num = Prod({Sum(Prod({2, in.q_len}), Prod({2, in.kv_len})), in.batch, width, in.elem_bytes, U - 1});
     out.push_back({plan::CollectiveOp::kAllToAll, std::string(plan::kUlyssesAxis), in.q_len == in.kv_len ? 2 : 3,
-                   DivRound(num, Wide{U} * U * R)});
+                   DivRound(num, Prod({U, U, R}))});
   }
   if (R > 1) {
-    const Wide num = Wide{2} * in.batch * in.kv_len * width * in.elem_bytes * (R - 1);
-    const int64_t bytes = DivRound(num, Wide{R} * U);
+    const Wide num = Prod({2, in.batch, in.kv_len, width, in.elem_bytes, R - 1});
+    const int64_t bytes = DivRound(num, Prod({R, U}));
     if (in.rotate_method == plan::RotateMethod::kP2p) {
       out.push_back({plan::CollectiveOp::kSendRecv, std::string(plan::kRingAxis), R - 1, bytes});
     } else {
@@ -84,13 +106,13 @@ int64_t RingKvBufferBytes(const AttentionCommInput& in) {
   const int64_t U = in.ulysses < 1 ? 1 : in.ulysses;
   const int64_t R = in.ring < 1 ? 1 : in.ring;
   if (R <= 1) return 0;
-  const int64_t heads = in.heads + (in.uneven_heads ? HeadPad(in.heads, U) : 0);
+  const Wide heads = Wide{in.heads} + (in.uneven_heads ? HeadPad(in.heads, U) : 0);
   // After the Ulysses exchange a rank holds heads/U heads over U times its tokens: the K/V
   // width per rank is (heads/U)*D and the ring group's total K/V length is kv_len / 1.
-  const Wide width = Wide{heads} * in.head_dim;
-  const Wide full = Wide{2} * in.batch * in.kv_len * width * in.elem_bytes;  // K and V, all tokens, all heads
+  const Wide width = Prod({heads, in.head_dim});
+  const Wide full = Prod({2, in.batch, in.kv_len, width, in.elem_bytes});  // K and V, all tokens, all heads
   if (in.rotate_method == plan::RotateMethod::kP2p) {
-    return DivRound(full * 2, Wide{R} * U);  // current + incoming block of this rank's heads
+    return DivRound(Prod({full, 2}), Prod({R, U}));  // current + incoming block of this rank's heads
   }
   return DivRound(full, U);  // every K/V block of this rank's heads
 }

@@ -2,42 +2,79 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <string>
 
 #include "compiler/lower/cost.h"
 #include "compiler/model/graph_json.h"
+#include "compiler/source/checked_math.h"
 
 namespace weft::lower {
 namespace {
+
+WEFT_DIAGNOSTIC(CostOverflow, Error,
+                "{0} at workload `{1}` count past 9223372036854775807 (2^63 - 1); the graph's sizes are too large "
+                "for 64-bit byte counts, so this plan's cost cannot be computed",
+                std::string, std::string);
 
 // Bytes of `v` held by one rank: tensors with a dim of a split length are divided by the CP
 // degree (they run inside the split region), others are whole.
 int64_t LocalBytes(const model::Value& v, const bind::BoundPlan& b) {
   if (v.kind == model::Value::Kind::kTuple) {
     int64_t total = 0;
-    for (const model::Value& e : v.elements) total += LocalBytes(e, b);
+    for (const model::Value& e : v.elements) total = source::SaturatingAdd(total, LocalBytes(e, b));
     return total;
   }
   if (!v.IsTensor()) return 0;
   const int64_t bytes = v.Bytes();
   const int64_t cp = b.mesh.Cp();
   for (int64_t d : v.shape) {
-    if (cp > 1 && std::binary_search(b.sharded_lengths.begin(), b.sharded_lengths.end(), d)) return bytes / cp;
+    if (cp > 1 && bytes != source::kSaturated &&
+        std::binary_search(b.sharded_lengths.begin(), b.sharded_lengths.end(), d)) {
+      return bytes / cp;
+    }
   }
   return bytes;
 }
 
 int64_t CallBytes(const model::Call& call, const bind::BoundPlan& b) {
   int64_t total = 0;
-  for (const auto& [name, v] : call.args) total += LocalBytes(v, b);
-  for (const model::Value& v : call.outputs) total += LocalBytes(v, b);
+  for (const auto& [name, v] : call.args) total = source::SaturatingAdd(total, LocalBytes(v, b));
+  for (const model::Value& v : call.outputs) total = source::SaturatingAdd(total, LocalBytes(v, b));
   return total;
+}
+
+// The first cost of `p` that saturated (a byte or call count past int64), described.
+std::optional<std::string> SaturatedCost(const plan::ExecutionPlan& p) {
+  auto at = [](const plan::ModuleStep& s, const std::string& what) {
+    return what + " of `" + (s.module.empty() ? std::string("<root>") : s.module) + "`";
+  };
+  for (const plan::ModuleStep& s : p.steps) {
+    for (const plan::Collective& c : s.cost.collectives) {
+      if (c.bytes == source::kSaturated || c.count == source::kSaturated) {
+        return at(s, "the " + std::string(plan::CollectiveOpName(c.op)) + " bytes");
+      }
+    }
+    if (s.cost.weight_bytes == source::kSaturated) return at(s, "the weight bytes");
+    if (s.cost.activation_bytes == source::kSaturated) return at(s, "the activation bytes");
+  }
+  if (p.cost.bytes == source::kSaturated || p.cost.collectives == source::kSaturated) {
+    return std::string("the bytes sent per forward");
+  }
+  for (const plan::AxisTraffic& t : p.cost.per_axis) {
+    if (t.bytes == source::kSaturated || t.collectives == source::kSaturated) {
+      return "the bytes sent on axis `" + t.axis + "`";
+    }
+  }
+  if (p.cost.weight_bytes == source::kSaturated) return std::string("the weight bytes per rank");
+  if (p.cost.activation_bytes == source::kSaturated) return std::string("the activation bytes per rank");
+  return std::nullopt;
 }
 
 }  // namespace
 
 std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::ModelGraph& graph,
                                          diag::Emitter& diags) {
-  (void)diags;
   plan::ExecutionPlan p;
   p.plan_name = b.plan_name;
   p.plan_file = b.plan_file;
@@ -83,7 +120,9 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
       const model::Value& v = calls->calls.front().outputs[static_cast<size_t>(g.gather.output)];
       const int64_t traced = model::DTypeBytes(v.dtype);
       const bool floating = v.dtype == "bf16" || (!v.dtype.empty() && v.dtype[0] == 'f');
-      bytes = floating && traced > 0 ? v.Bytes() / traced * elem_bytes : v.Bytes();
+      bytes = floating && traced > 0 && v.Bytes() != source::kSaturated
+                  ? source::SaturatingMul(v.Bytes() / traced, elem_bytes)
+                  : v.Bytes();
     }
     s.cost.collectives.push_back(
         {plan::CollectiveOp::kAllGather, std::string(plan::kCpGroup), 1, AllGatherBytes(bytes, cp)});
@@ -135,19 +174,19 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
         if (it == merged.end()) {
           merged.emplace(key, col);
         } else {
-          it->second.count += col.count;
-          it->second.bytes += col.bytes;
+          it->second.count = source::SaturatingAdd(it->second.count, col.count);
+          it->second.bytes = source::SaturatingAdd(it->second.bytes, col.bytes);
         }
       }
       kv_buffer = std::max(kv_buffer, RingKvBufferBytes(in));
     }
     const int64_t per_call = std::max<int64_t>(1, s.calls);
     for (auto& [key, col] : merged) {
-      col.count /= per_call;
-      col.bytes /= per_call;
+      if (col.count != source::kSaturated) col.count /= per_call;
+      if (col.bytes != source::kSaturated) col.bytes /= per_call;
       s.cost.collectives.push_back(col);
     }
-    s.cost.activation_bytes += kv_buffer;
+    s.cost.activation_bytes = source::SaturatingAdd(s.cost.activation_bytes, kv_buffer);
   }
 
   int64_t tp_full_bytes = 0;
@@ -168,8 +207,9 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
     for (const model::Param& param : m.params) {
       if (param.buffer) continue;
       plan::ParamShard ps = ShardParam(param.name, param.shape, t.style, t.blocks, T);
-      s.cost.weight_bytes += Numel(ps.local_shape) * model::DTypeBytes(param.dtype);
-      tp_full_bytes += param.Bytes();
+      s.cost.weight_bytes = source::SaturatingAdd(
+          s.cost.weight_bytes, source::SaturatingMul(Numel(ps.local_shape), model::DTypeBytes(param.dtype)));
+      tp_full_bytes = source::SaturatingAdd(tp_full_bytes, param.Bytes());
       tp.params.push_back(std::move(ps));
     }
     tp.all_reduce_output =
@@ -178,7 +218,10 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
       const model::ModuleCalls* calls = w->FindCalls(s.module);
       if (calls != nullptr && !calls->calls.empty() && !calls->calls.front().outputs.empty()) {
         const model::Value& out = calls->calls.front().outputs.front();
-        const int64_t local_elems = LocalBytes(out, b) / std::max<int64_t>(1, model::DTypeBytes(out.dtype));
+        const int64_t local_bytes = LocalBytes(out, b);
+        const int64_t local_elems = local_bytes == source::kSaturated
+                                        ? source::kSaturated
+                                        : local_bytes / std::max<int64_t>(1, model::DTypeBytes(out.dtype));
         // 2*N*b*(T-1)/T with N the elements this rank all-reduces (B*S_local*d).
         s.cost.collectives.push_back({plan::CollectiveOp::kAllReduce, std::string(plan::kTpAxis), 1,
                                       TpAllReduceBytes(1, local_elems, 1, elem_bytes, T)});
@@ -188,7 +231,10 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
   }
 
   for (auto& [id, s] : steps) p.steps.push_back(std::move(s));
-  plan::SummarizeCost(p, graph.ParamBytes() - tp_full_bytes);
+  const int64_t param_bytes = graph.ParamBytes();
+  plan::SummarizeCost(p, param_bytes == source::kSaturated || tp_full_bytes == source::kSaturated
+                             ? source::kSaturated
+                             : param_bytes - tp_full_bytes);
   // Activation peak over every traced call, not only the modules with a step.
   int64_t peak = p.cost.activation_bytes;
   for (const model::ModuleCalls& mc : w->calls) {
@@ -196,6 +242,10 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
     for (const model::Call& c : mc.calls) peak = std::max(peak, CallBytes(c, b));
   }
   p.cost.activation_bytes = peak;
+  if (std::optional<std::string> what = SaturatedCost(p)) {
+    diags.Emit(b.header_range, CostOverflow, *what, w->name);
+    return std::nullopt;
+  }
   return p;
 }
 

@@ -13,8 +13,10 @@
 
 namespace weft::lower {
 
-// `graph` must be the graph `bound` was bound against. Reports nothing today (every check
-// runs in the binder) but takes the emitter so later checks can.
+// `graph` must be the graph `bound` was bound against. Every check of the plan runs in the
+// binder; the lowering reports only CostOverflow (at the plan header): a byte or call count
+// of the cost section that does not fit int64 (sizes are computed saturating, never wrapped),
+// and then returns std::nullopt.
 std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& bound, const model::ModelGraph& graph,
                                          diag::Emitter& diags);
 

@@ -4,6 +4,8 @@
 #include <string>
 #include <unordered_set>
 
+#include "compiler/source/checked_math.h"
+
 namespace weft::model {
 
 int64_t DTypeBytes(std::string_view dtype) {
@@ -16,11 +18,9 @@ int64_t DTypeBytes(std::string_view dtype) {
   return 0;
 }
 
-int64_t Param::Numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
+int64_t Param::Numel() const { return source::SaturatingProduct(shape); }
+
+int64_t Param::Bytes() const { return source::SaturatingMul(Numel(), DTypeBytes(dtype)); }
 
 const Param* Module::FindParam(std::string_view name) const {
   for (const Param& p : params) {
@@ -69,13 +69,9 @@ std::optional<AttentionKind> ParseAttentionKind(std::string_view name) {
 }
 
 int64_t Value::Bytes() const {
-  if (kind == Kind::kTensor) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    return n * DTypeBytes(dtype);
-  }
+  if (kind == Kind::kTensor) return source::SaturatingMul(source::SaturatingProduct(shape), DTypeBytes(dtype));
   int64_t total = 0;
-  for (const Value& e : elements) total += e.Bytes();
+  for (const Value& e : elements) total = source::SaturatingAdd(total, e.Bytes());
   return total;
 }
 
@@ -185,7 +181,7 @@ int64_t ModelGraph::ParamBytes() const {
   int64_t total = 0;
   for (const Module& m : modules) {
     for (const Param& p : m.params) {
-      if (!p.buffer) total += p.Bytes();
+      if (!p.buffer) total = source::SaturatingAdd(total, p.Bytes());
     }
   }
   return total;
@@ -197,6 +193,23 @@ std::string ChildPath(const std::string& parent, const std::string& child) {
   return parent.empty() ? child : parent + "." + child;
 }
 }  // namespace
+
+std::string ChildNameProblem(const std::string& parent, const std::vector<std::string>& children, size_t index) {
+  const std::string& c = children[index];
+  const std::string module = parent.empty() ? std::string("the root module") : "module " + Quote(parent);
+  if (c.empty()) {
+    return parent.empty() ? "the root module lists itself as a child (an empty name in its `children`); children "
+                            "are named relative to their parent"
+                          : "module " + Quote(parent) + " lists an empty child name, which would be itself";
+  }
+  if (c.find('.') != std::string::npos) {
+    return module + " lists child " + Quote(c) + "; a child name is one path component, without `.`";
+  }
+  for (size_t k = 0; k < index; ++k) {
+    if (children[k] == c) return module + " lists child " + Quote(c) + " twice";
+  }
+  return "";
+}
 
 std::vector<std::string> CheckGraph(const ModelGraph& graph) {
   std::vector<std::string> problems;
@@ -213,7 +226,12 @@ std::vector<std::string> CheckGraph(const ModelGraph& graph) {
       problems.push_back("module " + Quote(m.path) + " has type " + Quote(m.type) +
                          ", which is not in `types`");
     }
-    for (const std::string& c : m.children) {
+    for (size_t k = 0; k < m.children.size(); ++k) {
+      const std::string& c = m.children[k];
+      if (std::string problem = ChildNameProblem(m.path, m.children, k); !problem.empty()) {
+        problems.push_back(std::move(problem));
+        continue;
+      }
       const std::string path = ChildPath(m.path, c);
       if (graph.FindModule(path) == nullptr) {
         problems.push_back("module " + Quote(m.path) + " lists child " + Quote(c) +
@@ -235,9 +253,17 @@ std::vector<std::string> CheckGraph(const ModelGraph& graph) {
     if (graph.FindModule(s.path) == nullptr) {
       problems.push_back("attention site " + Quote(s.path) + " is not a module");
     }
-    if (s.heads <= 0 || s.head_dim <= 0) {
-      problems.push_back("attention site " + Quote(s.path) + " needs heads and head_dim > 0");
+    if (s.heads < 1) {
+      problems.push_back("attention site " + Quote(s.path) + " has " + std::to_string(s.heads) +
+                         " heads; an attention site has at least one head");
     }
+    if (s.head_dim < 1) {
+      problems.push_back("attention site " + Quote(s.path) + " has head_dim " + std::to_string(s.head_dim) +
+                         "; an attention head has at least one dimension");
+    }
+  }
+  if (graph.ParamBytes() == source::kSaturated) {
+    problems.push_back("the parameters need more than the 9223372036854775807 (2^63 - 1) bytes a size may count");
   }
   for (const Workload& w : graph.workloads) {
     for (const ModuleCalls& c : w.calls) {

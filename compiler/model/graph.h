@@ -30,8 +30,10 @@ struct Param {
   std::string dtype;            // "bf16", "f32", ...
   bool buffer = false;          // a registered buffer rather than a parameter
 
+  // Elements and bytes; never wrap: a product past int64 is source::kSaturated (INT64_MAX).
+  // The graph reader refuses such shapes, so only graphs built in memory can hit it.
   int64_t Numel() const;
-  int64_t Bytes() const { return Numel() * DTypeBytes(dtype); }
+  int64_t Bytes() const;
 };
 
 // A small typed attribute of a module: Linear widths, attention heads, packed block sizes.
@@ -134,7 +136,7 @@ struct Value {
   }
   bool IsTensor() const { return kind == Kind::kTensor; }
   int64_t Rank() const { return static_cast<int64_t>(shape.size()); }
-  int64_t Bytes() const;  // tensor bytes (sum over a tuple), 0 otherwise
+  int64_t Bytes() const;  // tensor bytes (sum over a tuple), 0 otherwise; saturates like Param::Bytes
 };
 
 // One forward call of a module: its arguments (bound to the signature by name, in the order of
@@ -207,7 +209,7 @@ struct ModelGraph {
   const AttentionSite* FindAttentionSite(std::string_view path) const;
   const Workload* FindWorkload(std::string_view name) const;
   std::optional<int64_t> ConfigValue(std::string_view name) const;
-  // Parameter bytes of the whole model (buffers excluded).
+  // Parameter bytes of the whole model (buffers excluded); saturates like Param::Bytes.
   int64_t ParamBytes() const;
 
   // GraphHash(*this) (compiler/model/graph_json.h), computed once; Reindex() forgets it, so
@@ -223,8 +225,16 @@ struct ModelGraph {
 };
 
 // Checks the structure a reader cannot see field by field: unique paths, every child exists
-// and names its parent, every module's type is in `types`, sites point at modules. Returns
-// one message per problem (empty when consistent).
+// and names its parent, child names are single, non-empty path components listed once (so no
+// module, the root included, is its own child), every module's type is in `types`, sites
+// point at modules and have at least one head of at least one dimension, and the parameter
+// bytes fit int64. Returns one message per problem (empty when consistent). Graphs built in
+// memory (not read from a file) should pass it before they are bound.
 std::vector<std::string> CheckGraph(const ModelGraph& graph);
+
+// What is wrong with child `index` of `children`, the child list of module `parent` (""
+// is the root): an empty name (the module itself: the root listing itself), a name with a
+// `.`, or a name listed before. "" when the name is fine.
+std::string ChildNameProblem(const std::string& parent, const std::vector<std::string>& children, size_t index);
 
 }  // namespace weft::model

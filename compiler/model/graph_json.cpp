@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "compiler/model/path_pattern.h"
+#include "compiler/source/checked_math.h"
 #include "compiler/source/json_locator.h"
 #include "compiler/source/sha256.h"
 
@@ -28,6 +29,47 @@ std::string Child(const std::string& ptr, size_t index) { return source::JsonPoi
 
 // ---------------------------------------------------------------------------------------------
 // Reading
+
+std::string ShapeList(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+// A byte count past int64 in decimal: exact below 2^127, else approximate.
+std::string BigCount(const std::vector<int64_t>& shape, int64_t elem_bytes) {
+  __extension__ typedef unsigned __int128 U128;
+  U128 n = static_cast<U128>(std::max<int64_t>(elem_bytes, 1));
+  long double approx = static_cast<long double>(n);
+  bool exact = true;
+  for (int64_t d : shape) {
+    approx *= static_cast<long double>(d);
+    if (exact && __builtin_mul_overflow(n, static_cast<U128>(d), &n)) exact = false;
+  }
+  if (!exact || n >> 127) {
+    std::ostringstream out;
+    out.precision(3);
+    out << "about " << static_cast<double>(approx);
+    return out.str();
+  }
+  std::string digits;
+  do {
+    digits.insert(digits.begin(), static_cast<char>('0' + static_cast<int>(n % 10)));
+    n /= 10;
+  } while (n != 0);
+  return digits;
+}
+
+// A tensor whose byte count would not fit int64 (every size product downstream would wrap):
+// the message, or "" when it fits. `elem_bytes` 0 checks the element count alone.
+std::string TensorTooLarge(const std::vector<int64_t>& shape, const std::string& dtype, int64_t elem_bytes) {
+  std::optional<int64_t> n = source::CheckedProduct(shape);
+  if (n && source::CheckedMul(*n, std::max<int64_t>(elem_bytes, 1))) return "";
+  const std::string what = dtype.empty() ? "a tensor" : "a `" + dtype + "` tensor";
+  return what + " of shape " + ShapeList(shape) + " needs " + BigCount(shape, elem_bytes) + " bytes" +
+         (dtype.empty() ? " at " + std::to_string(elem_bytes) + " bytes per element" : "") +
+         ", more than the 9223372036854775807 (2^63 - 1) a size may count";
+}
 
 class Reader {
  public:
@@ -190,7 +232,15 @@ class Reader {
       CheckKeys(j, ptr, {"shape", "dtype"});
       out.kind = Value::Kind::kTensor;
       bool ok = IntList(j["shape"], Child(ptr, "shape"), out.shape, true);
-      return Dtype(j, ptr, out.dtype) && ok;
+      ok = Dtype(j, ptr, out.dtype) && ok;
+      if (ok) {
+        const std::string too_large = TensorTooLarge(out.shape, out.dtype, DTypeBytes(out.dtype));
+        if (!too_large.empty()) {
+          Error(Child(ptr, "shape"), too_large);
+          ok = false;
+        }
+      }
+      return ok;
     }
     if (j.contains("tuple")) {
       CheckKeys(j, ptr, {"tuple"});
@@ -276,6 +326,10 @@ bool ReadAttrs(Reader& r, const OJson& j, const std::string& ptr, Module& m) {
       a = Attr::Bool(v.get<bool>());
     } else if (v.is_number_integer()) {
       a = Attr::Int(v.get<int64_t>());
+      if (it.key() == "heads" && a.values[0] < 1) {
+        r.Error(p, "attribute `heads` is " + std::to_string(a.values[0]) +
+                       "; an attention module has at least one head");
+      }
     } else if (v.is_array()) {
       std::vector<int64_t> list;
       if (!r.IntList(v, p, list, false)) continue;
@@ -317,7 +371,16 @@ void ReadModules(Reader& r, const OJson& j, const std::string& ptr, ModelGraph& 
       r.Error(Child(p, "container"), "unknown container `" + container +
                                          "`; expected `list`, `dict` or `sequential`");
     }
-    if (const OJson* c = r.Field(e, "children", p, false)) r.StringList(*c, Child(p, "children"), m.children);
+    if (const OJson* c = r.Field(e, "children", p, false)) {
+      if (r.StringList(*c, Child(p, "children"), m.children)) {
+        const std::string* path = e.contains("path") && e["path"].is_string() ? &e["path"].get_ref<const std::string&>()
+                                                                            : nullptr;
+        for (size_t k = 0; path != nullptr && k < m.children.size(); ++k) {
+          std::string problem = ChildNameProblem(*path, m.children, k);
+          if (!problem.empty()) r.Error(Child(Child(p, "children"), k), std::move(problem));
+        }
+      }
+    }
     if (const OJson* ps = r.Field(e, "params", p, false)) {
       const std::string pp = Child(p, "params");
       if (r.ExpectArray(*ps, pp)) {
@@ -328,8 +391,14 @@ void ReadModules(Reader& r, const OJson& j, const std::string& ptr, ModelGraph& 
           r.CheckKeys(pj, p2, {"name", "shape", "dtype", "buffer"});
           Param param;
           r.String(pj, "name", p2, param.name);
-          if (const OJson* s = r.Field(pj, "shape", p2, true)) r.IntList(*s, Child(p2, "shape"), param.shape, true);
-          r.Dtype(pj, p2, param.dtype);
+          bool shape_ok = false;
+          if (const OJson* s = r.Field(pj, "shape", p2, true)) {
+            shape_ok = r.IntList(*s, Child(p2, "shape"), param.shape, true);
+          }
+          if (r.Dtype(pj, p2, param.dtype) && shape_ok) {
+            const std::string too_large = TensorTooLarge(param.shape, param.dtype, DTypeBytes(param.dtype));
+            if (!too_large.empty()) r.Error(Child(p2, "shape"), "parameter `" + param.name + "`: " + too_large);
+          }
           r.Bool(pj, "buffer", p2, param.buffer);
           m.params.push_back(std::move(param));
         }
@@ -390,8 +459,14 @@ void ReadSites(Reader& r, const OJson& j, const std::string& ptr, ModelGraph& g)
     AttentionSite s;
     std::string pattern, kind;
     if (!r.String(e, "path", p, pattern)) continue;
-    r.Int(e, "heads", p, s.heads);
-    r.Int(e, "head_dim", p, s.head_dim);
+    if (r.Int(e, "heads", p, s.heads) && s.heads < 1 && e.contains("heads")) {
+      r.Error(Child(p, "heads"), "attention site `" + pattern + "` has " + std::to_string(s.heads) +
+                                     " heads; an attention site has at least one head");
+    }
+    if (r.Int(e, "head_dim", p, s.head_dim) && s.head_dim < 1 && e.contains("head_dim")) {
+      r.Error(Child(p, "head_dim"), "attention site `" + pattern + "` has head_dim " + std::to_string(s.head_dim) +
+                                        "; an attention head has at least one dimension");
+    }
     if (r.String(e, "kind", p, kind)) {
       if (auto k = ParseAttentionKind(kind)) {
         s.kind = *k;
@@ -508,10 +583,14 @@ void ReadWorkloads(Reader& r, const OJson& j, const std::string& ptr, ModelGraph
                                         {"k", &ac.k},
                                         {"v", &ac.v}}) {
                   if (const OJson* s = r.Field(qkv, key, p3, true)) {
-                    r.IntList(*s, Child(p3, key), *dst, true);
+                    const bool ok = r.IntList(*s, Child(p3, key), *dst, true);
                     if (dst->size() != 4) {
                       r.Error(Child(p3, key), "attention shapes are (B, S, H, D); found rank " +
                                                   std::to_string(dst->size()));
+                    } else if (ok) {
+                      // The cost model multiplies these by up to 16 bytes per element.
+                      const std::string too_large = TensorTooLarge(*dst, "", 16);
+                      if (!too_large.empty()) r.Error(Child(p3, key), too_large);
                     }
                   }
                 }
@@ -717,7 +796,16 @@ GraphReadResult ReadGraphJson(std::string_view text, size_t max_errors) {
       if (r.ExpectObject(*c, "/config")) {
         for (auto it = c->begin(); it != c->end(); ++it) {
           int64_t v = 0;
-          if (r.Int(it.value(), Child("/config", it.key()), v)) g.config.emplace_back(it.key(), v);
+          if (!r.Int(it.value(), Child("/config", it.key()), v)) continue;
+          const std::string& key = it.key();
+          if (v < 1 && (key == "num_attention_heads" || key == "audio_num_attention_heads")) {
+            r.Error(Child("/config", key), "config value `" + key + "` is " + std::to_string(v) +
+                                               "; a model has at least one attention head");
+          } else if (v < 1 && (key == "attention_head_dim" || key == "audio_attention_head_dim")) {
+            r.Error(Child("/config", key), "config value `" + key + "` is " + std::to_string(v) +
+                                               "; an attention head has at least one dimension");
+          }
+          g.config.emplace_back(key, v);
         }
       }
     }

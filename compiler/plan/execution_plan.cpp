@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <map>
-#include <numeric>
 #include <unordered_set>
+
+#include "compiler/source/checked_math.h"
 
 namespace weft::plan {
 
@@ -133,16 +134,16 @@ void SummarizeCost(ExecutionPlan& plan, int64_t extra_weight_bytes) {
     for (const Collective& c : step.cost.collectives) {
       AxisTraffic& t = by_axis[c.axis];
       t.axis = c.axis;
-      t.collectives += c.count * step.calls;
-      t.bytes += c.bytes * step.calls;
+      t.collectives = source::SaturatingAdd(t.collectives, source::SaturatingMul(c.count, step.calls));
+      t.bytes = source::SaturatingAdd(t.bytes, source::SaturatingMul(c.bytes, step.calls));
     }
-    total.weight_bytes += step.cost.weight_bytes;
+    total.weight_bytes = source::SaturatingAdd(total.weight_bytes, step.cost.weight_bytes);
     total.activation_bytes = std::max(total.activation_bytes, step.cost.activation_bytes);
   }
   for (auto& [axis, t] : by_axis) {
     if (t.collectives == 0 && t.bytes == 0) continue;
-    total.collectives += t.collectives;
-    total.bytes += t.bytes;
+    total.collectives = source::SaturatingAdd(total.collectives, t.collectives);
+    total.bytes = source::SaturatingAdd(total.bytes, t.bytes);
     total.per_axis.push_back(t);
   }
   plan.cost = std::move(total);
@@ -156,9 +157,19 @@ void CheckSizes(const std::string& where, int64_t global, const std::vector<int6
     problems.push_back(where + ": " + std::to_string(sizes.size()) + " per-rank sizes for a CP group of " +
                        std::to_string(cp));
   }
-  const int64_t sum = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
-  if (sum != global) {
-    problems.push_back(where + ": per-rank sizes sum to " + std::to_string(sum) + ", not " +
+  std::optional<int64_t> sum = 0;
+  bool negative = false;
+  for (int64_t size : sizes) {
+    negative |= size < 0;
+    if (sum) sum = source::CheckedAdd(*sum, size);
+  }
+  if (negative) {
+    problems.push_back(where + ": a per-rank size is negative");
+  } else if (!sum) {
+    problems.push_back(where + ": per-rank sizes sum past 9223372036854775807 (2^63 - 1), not to " +
+                       std::to_string(global));
+  } else if (*sum != global) {
+    problems.push_back(where + ": per-rank sizes sum to " + std::to_string(*sum) + ", not " +
                        std::to_string(global));
   }
   const bool differ = std::adjacent_find(sizes.begin(), sizes.end(), std::not_equal_to<>()) != sizes.end();
@@ -179,9 +190,11 @@ std::vector<std::string> CheckPlan(const ExecutionPlan& plan) {
     if (a.size < 1) problems.push_back("mesh axis `" + a.name + "` has size " + std::to_string(a.size));
     if (a.name.empty() || a.name == kCpGroup) problems.push_back("mesh axis name `" + a.name + "` is reserved or empty");
     if (!axis_names.insert(a.name).second) problems.push_back("mesh axis `" + a.name + "` appears twice");
-    product *= a.size;
+    product = source::SaturatingMul(product, std::max<int64_t>(a.size, 1));
   }
-  if (product != plan.mesh.world_size) {
+  if (product == source::kSaturated) {
+    problems.push_back("mesh " + plan.mesh.ToString() + " has more than 9223372036854775807 (2^63 - 1) ranks");
+  } else if (product != plan.mesh.world_size) {
     problems.push_back("mesh " + plan.mesh.ToString() + " has " + std::to_string(product) +
                        " ranks; world size is " + std::to_string(plan.mesh.world_size));
   }

@@ -241,7 +241,8 @@ std::vector<int64_t> SplitSizes(int64_t length, int64_t parts);
 // Recomputes `plan.cost` from the steps' costs: per-axis bytes and collectives are summed over
 // steps times their `calls`; weight bytes are the steps' weight bytes plus
 // `extra_weight_bytes` (parameters of modules without a step, replicated on every rank); the
-// activation figure is the largest single call's.
+// activation figure is the largest single call's. Sums and products saturate at INT64_MAX
+// (source::kSaturated) instead of wrapping.
 void SummarizeCost(ExecutionPlan& plan, int64_t extra_weight_bytes);
 
 // Structural invariants a reader checks and a writer may assert: version, world size equals

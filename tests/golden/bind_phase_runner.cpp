@@ -2,7 +2,9 @@
 // committed graph, mesh and workload given as directives, and renders
 //   stderr   the diagnostics (text renderer, sorted)
 //   plan     plan::DumpPlan of the ExecutionPlan ("" when there is none)
-// Directives: `# GRAPH: flux1-dev` (graphs/<name>.graph.json), `# MESH: ring=2,ulysses=2`,
+// Directives: `# GRAPH: flux1-dev` (graphs/<name>.graph.json) or `# GRAPH-FILE: huge` (a
+// synthetic graph, tests/golden/graphs/<name>.graph.json), `# MESH: ring=2,ulysses=2` (split
+// here without the driver's checks, so the binder's own mesh checks are reachable),
 // `# WORKLOAD: 1024x1024`, and optionally `# ARGS:` with --ulysses-anything, --ring-anything,
 // --rotate=p2p, --attention-kernel=K, --world-size=N, --max-errors=N.
 #include <filesystem>
@@ -46,8 +48,10 @@ std::map<std::string, std::string> RunBindPhase(const std::string& path, const E
   }
   diag::Emitter diags(sources, sorted, max_errors);
   std::optional<syntax::PlanAst> ast = syntax::ParsePlan(src, diags);
+  const std::string graph_file = Directive(expected, "GRAPH-FILE");
   const std::string graph_path =
-      std::string(WEFT_PLANS_DIR) + "/../graphs/" + Directive(expected, "GRAPH") + ".graph.json";
+      graph_file.empty() ? std::string(WEFT_PLANS_DIR) + "/../graphs/" + Directive(expected, "GRAPH") + ".graph.json"
+                         : std::string(WEFT_GOLDEN_DIR) + "/../graphs/" + graph_file + ".graph.json";
   model::GraphReadResult graph = model::ReadGraphFile(graph_path);
   std::optional<plan::ExecutionPlan> plan;
   if (!graph.graph) {

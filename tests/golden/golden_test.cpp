@@ -28,7 +28,10 @@ class GoldenCase : public testing::Test {
     std::map<std::string, std::string> actual = runner(input_, expected);
 
     const std::string name = std::filesystem::path(input_).filename().string();
-    const bool has_error = actual["stderr"].find(": error: ") != std::string::npos;
+    const std::string& stderr_text = actual["stderr"];
+    // "file:line:col: error: ...", or "error: ..." for a diagnostic without a location.
+    const bool has_error = stderr_text.find(": error: ") != std::string::npos ||
+                           stderr_text.rfind("error: ", 0) == 0 || stderr_text.find("\nerror: ") != std::string::npos;
     EXPECT_EQ(name.rfind("fail_", 0) == 0, has_error)
         << name << ": files are named fail_* if and only if they produce an error";
 

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "compiler/source/checked_math.h"
+
 namespace weft::lower {
 namespace {
 
@@ -204,6 +206,24 @@ TEST(CostTest, ShardParam) {
   EXPECT_EQ(rep.dim, -1);
   EXPECT_EQ(rep.local_shape, rep.full_shape);
   EXPECT_EQ(Numel(packed.local_shape), 3072 * 3840);
+}
+
+TEST(CostTest, HugeSizesSaturateInsteadOfWrapping) {
+  const int64_t big = int64_t{1} << 62;
+  EXPECT_EQ(RingBytes(1, big, 64, 2, 2), source::kSaturated);  // 2^69: was a wrapped number
+  EXPECT_EQ(UlyssesBytes(big, big, big, 2, 4), source::kSaturated);  // past int128 too
+  EXPECT_EQ(AllGatherBytes(source::kSaturated, 4), source::kSaturated);
+  EXPECT_EQ(Numel({2147483648, 2147483648, 4}), source::kSaturated);
+  AttentionCommInput in;
+  in.q_len = in.kv_len = big;
+  in.heads = 24;
+  in.head_dim = 128;
+  in.ulysses = 2;
+  in.ring = 2;
+  for (const plan::Collective& c : AttentionCollectives(in)) EXPECT_EQ(c.bytes, source::kSaturated);
+  EXPECT_EQ(RingKvBufferBytes(in), source::kSaturated);
+  // Ordinary sizes are unchanged.
+  EXPECT_EQ(RingBytes(1, 4608, 3072, 2, 2), 4608 * 3072 * 2);
 }
 
 }  // namespace

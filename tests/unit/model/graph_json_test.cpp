@@ -234,5 +234,84 @@ TEST(GraphJsonTest, ErrorCapIsHonoured) {
   EXPECT_EQ(r.errors.size(), 10u);
 }
 
+// One error's "pointer message" for exact comparisons.
+std::string Only(const std::string& text) {
+  const auto errors = Errors(text);
+  if (errors.size() != 1) return std::to_string(errors.size()) + " errors";
+  return errors[0].pointer + " " + errors[0].message;
+}
+
+TEST(GraphJsonTest, RootListingItselfIsRefused) {
+  EXPECT_EQ(Only(Minimal(R"([{"path": "", "type": "M", "children": [""]}])")),
+            "/modules/0/children/0 the root module lists itself as a child (an empty name in its `children`); "
+            "children are named relative to their parent");
+  EXPECT_EQ(Only(Minimal(R"([{"path": "", "type": "M", "children": ["a"]}, {"path": "a", "type": "M", "children": [""]}])")),
+            "/modules/1/children/0 module `a` lists an empty child name, which would be itself");
+  EXPECT_EQ(Only(Minimal(R"([{"path": "", "type": "M", "children": ["a", "a"]}, {"path": "a", "type": "M"}])")),
+            "/modules/0/children/1 the root module lists child `a` twice");
+  EXPECT_EQ(Only(Minimal(R"([{"path": "", "type": "M", "children": ["a.b"]}])")),
+            "/modules/0/children/0 the root module lists child `a.b`; a child name is one path component, without `.`");
+  // CheckGraph says the same for graphs built in memory.
+  ModelGraph g = *ReadGraphJson(Minimal(R"([{"path": "", "type": "M"}])")).graph;
+  g.modules[0].children = {""};
+  g.Reindex();
+  const std::vector<std::string> problems = CheckGraph(g);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0],
+            "the root module lists itself as a child (an empty name in its `children`); children are named relative "
+            "to their parent");
+}
+
+TEST(GraphJsonTest, HeadsOfZeroAreRefusedAtTheSite) {
+  std::string text = Minimal(R"([{"path": "", "type": "M", "attrs": {"heads": -4}}])");
+  text.replace(text.find("\"attention_sites\": []"), 21,
+               R"("attention_sites": [{"path": "", "heads": 0, "head_dim": 0, "kind": "self", "q": [], "kv": []}])");
+  text.replace(text.find("\"config\": {}"), 12, R"("config": {"num_attention_heads": 0, "attention_head_dim": -1})");
+  const auto errors = Errors(text);
+  std::vector<std::string> messages;
+  for (const auto& e : errors) messages.push_back(e.pointer + " " + e.message);
+  EXPECT_EQ(messages, (std::vector<std::string>{
+                          "/config/num_attention_heads config value `num_attention_heads` is 0; a model has at least "
+                          "one attention head",
+                          "/config/attention_head_dim config value `attention_head_dim` is -1; an attention head has at "
+                          "least one dimension",
+                          "/modules/0/attrs/heads attribute `heads` is -4; an attention module has at least one head",
+                          "/attention_sites/0/heads attention site `` has 0 heads; an attention site has at least one "
+                          "head",
+                          "/attention_sites/0/head_dim attention site `` has head_dim 0; an attention head has at least "
+                          "one dimension"}));
+}
+
+TEST(GraphJsonTest, SizesPastInt64AreRefused) {
+  EXPECT_EQ(Only(Minimal(R"([{"path": "", "type": "M", "children": ["a"]},
+                             {"path": "a", "type": "Linear", "params": [{"name": "weight", "shape": [2147483648, 2147483648], "dtype": "f32"}]}])")),
+            "/modules/1/params/0/shape parameter `weight`: a `f32` tensor of shape [2147483648, 2147483648] needs "
+            "18446744073709551616 bytes, more than the 9223372036854775807 (2^63 - 1) a size may count");
+  // One element short of 2^63 bytes is fine; the sum of two such parameters is not.
+  const std::string half = R"({"name": "w", "shape": [4611686018427387904], "dtype": "u8"})";
+  EXPECT_EQ(Only(Minimal(R"([{"path": "", "type": "M", "params": [)" + half + ", " + half + "]}]")),
+            " the parameters need more than the 9223372036854775807 (2^63 - 1) bytes a size may count");
+  std::string traced = Minimal(R"([{"path": "", "type": "M"}])");
+  traced.replace(traced.find("\"workloads\": []"), 15,
+                 R"("workloads": [{"name": "w", "calls": [{"module": "", "calls": [{"args": {},
+                     "outputs": [{"shape": [1, 4611686018427387904, 64], "dtype": "bf16"}]}]}]}])");
+  EXPECT_EQ(Only(traced),
+            "/workloads/0/calls/0/calls/0/outputs/0/shape a `bf16` tensor of shape [1, 4611686018427387904, 64] needs "
+            "590295810358705651712 bytes, more than the 9223372036854775807 (2^63 - 1) a size may count");
+}
+
+TEST(GraphTest, SizesSaturateInsteadOfWrapping) {
+  Param p{"w", {2147483648, 2147483648}, "f32", false};
+  EXPECT_EQ(p.Numel(), int64_t{1} << 62);
+  EXPECT_EQ(p.Bytes(), INT64_MAX);  // was 0: 2^64 wrapped
+  Value v;
+  v.kind = Value::Kind::kTensor;
+  v.shape = {int64_t{1} << 62, 4};
+  v.dtype = "bf16";
+  EXPECT_EQ(v.Bytes(), INT64_MAX);
+  Value t = Value::Tuple({v, v});
+  EXPECT_EQ(t.Bytes(), INT64_MAX);
+}
+
 }  // namespace
 }  // namespace weft::model

@@ -238,5 +238,22 @@ TEST(PlanJsonTest, FormatBytes) {
   EXPECT_EQ(FormatBytes(163000000000), "163 GB");
 }
 
+TEST(ExecutionPlanTest, SummarizeCostSaturates) {
+  ExecutionPlan p = SamplePlan();
+  p.steps[1].calls = int64_t{1} << 62;
+  SummarizeCost(p, 1000);
+  EXPECT_EQ(p.cost.bytes, INT64_MAX);  // not a wrapped (or zero) count
+}
+
+TEST(ExecutionPlanTest, CheckPlanReportsSizesThatOverflow) {
+  ExecutionPlan p = SamplePlan();
+  Split& s = p.steps[0].splits[0];
+  s.sizes.assign(s.sizes.size(), int64_t{1} << 62);
+  const std::vector<std::string> problems = CheckPlan(p);
+  ASSERT_FALSE(problems.empty());
+  EXPECT_NE(problems[0].find(": per-rank sizes sum past 9223372036854775807 (2^63 - 1), not to "), std::string::npos)
+      << problems[0];
+}
+
 }  // namespace
 }  // namespace weft::plan
