@@ -205,17 +205,26 @@ class JsonPlanReader {
     return true;
   }
 
+  // A comment's text as the DSL reads it back from `# text`: trailing blanks are not part of a
+  // comment line (the DSL parser drops them), so "x " reads as "x" and the two forms agree
+  // (and `weft fmt` of a JSON plan prints a DSL line that is already canonical).
+  static std::string CommentText(const std::string& text) {
+    size_t end = text.size();
+    while (end > 0 && (text[end - 1] == ' ' || text[end - 1] == '\t')) --end;
+    return text.substr(0, end);
+  }
+
   void ReadStrings(const JsonMember* m, std::vector<std::string>& out) {
     if (m == nullptr || !Expect(m->value, Type::kArray, m->key, "an array of strings")) return;
     for (const JsonValue& e : m->value.elements) {
-      if (ExpectCommentLine(e, m->key)) out.push_back(e.text);
+      if (ExpectCommentLine(e, m->key)) out.push_back(CommentText(e.text));
     }
   }
 
   void ReadComments(const Fields& fields, Comments& out) {
     ReadStrings(fields.Get("comments"), out.leading);
     if (const JsonMember* c = fields.Get("comment")) {
-      if (ExpectCommentLine(c->value, "comment")) out.trailing = c->value.text;
+      if (ExpectCommentLine(c->value, "comment")) out.trailing = CommentText(c->value.text);
     }
   }
 

@@ -38,7 +38,10 @@ Result Parse(const std::string& name, const std::string& text) {
   return result;
 }
 
-std::string CheckRoundTrips(const syntax::PlanAst& plan) {
+// Round-trip idempotence, what `weft fmt` and `weft fmt --check` rely on: for both printed
+// forms, parse -> print -> parse -> print gives the same text and the same AST, and each form
+// reads back to the AST of the other.
+std::string CheckRoundTrips(const syntax::PlanAst& plan, const std::string& name, const std::string& input) {
   syntax::DumpOptions no_locations;
   no_locations.locations = false;
   const std::string dump = syntax::Dump(plan, no_locations);
@@ -51,7 +54,15 @@ std::string CheckRoundTrips(const syntax::PlanAst& plan) {
   Result from_json = Parse("printed.json", json);
   if (!from_json.plan || from_json.errors > 0) return "printed JSON does not parse:\n" + json + "\n" + from_json.first_error;
   if (syntax::Dump(*from_json.plan, no_locations) != dump) return "printed JSON reads to another AST:\n" + json;
+  if (syntax::PrintJson(*from_json.plan) != json) return "JSON printing is not a fixed point:\n" + json;
   if (syntax::PrintDsl(*from_json.plan) != dsl) return "DSL -> JSON -> DSL changes the text:\n" + dsl;
+  if (syntax::PrintJson(*again.plan) != json) return "JSON -> DSL -> JSON changes the text:\n" + json;
+  // A leading byte order mark changes nothing (one: a second is a character of the text).
+  if (input.compare(0, 3, "\xEF\xBB\xBF") == 0) return "";
+  Result with_bom = Parse(name, "\xEF\xBB\xBF" + input);
+  if (!with_bom.plan || with_bom.errors > 0 || syntax::Dump(*with_bom.plan, no_locations) != dump) {
+    return "a leading byte order mark changes the parse:\n" + with_bom.first_error;
+  }
   return "";
 }
 
@@ -61,7 +72,7 @@ std::string Check(const std::string& name, const uint8_t* data, size_t size) {
   if (result.errors == 0) {
     if (!result.plan) return "no AST and no error diagnostic";
     if (result.plan->has_error) return "an AST node has has_error but no error was reported";
-    return CheckRoundTrips(*result.plan);
+    return CheckRoundTrips(*result.plan, name, text);
   }
   if (result.plan && !result.plan->has_error) return "errors were reported but the AST has no has_error";
   return "";

@@ -7,7 +7,9 @@
 // returns a description (and the libFuzzer entry points abort with it):
 // - every input yields an AST or at least one error diagnostic (nothing silent);
 // - an input that parses without errors prints (DSL and JSON) to text that parses again
-//   without errors to the same AST (Dump without locations), and printing is a fixed point;
+//   without errors to the same AST (Dump without locations), printing is a fixed point in both
+//   forms (parse -> print -> parse -> print: equal text), each form reads back to the other's
+//   text, and the same input behind a UTF-8 byte order mark parses to the same AST;
 // - every diagnostic renders as text, JSON and SARIF.
 // Crashes and hangs are found by the drivers themselves.
 

@@ -68,3 +68,10 @@ if(head STREQUAL "efbbbf")
   message(FATAL_ERROR "weft fmt --write kept the byte order mark")
 endif()
 run(0 ${WEFT} check ${WORK}/bom.weft --graph ${ROOT}/graphs/flux1-dev.graph.json --workload 1024x1024 --mesh ulysses=4)
+
+# fmt is idempotent from the JSON form (issue 15): a comment ending in blanks printed a DSL line
+# that `fmt --check` then rejected.
+run(0 ${WEFT} fmt -o ${WORK}/from_json.weft ${ROOT}/tests/golden/testdata/parse/json_comment_trailing_blanks.json)
+run(0 ${WEFT} fmt --check ${WORK}/from_json.weft)
+run(0 ${WEFT} fmt --to=json -o ${WORK}/again.json ${WORK}/from_json.weft)
+run(0 ${WEFT} fmt --check ${WORK}/again.json)
