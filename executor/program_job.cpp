@@ -45,6 +45,23 @@ int64_t PeakRssBytes() {
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;
 }
 
+// MemAvailable of /proc/meminfo in bytes; 0 when unknown.
+int64_t AvailableMemoryBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  int64_t kib = 0;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+std::string Gb(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GB", bytes / 1e9);
+  return buf;
+}
+
 std::optional<at::ScalarType> DtypeOfName(const std::string& name) {
   static const std::map<std::string, at::ScalarType> names = {
       {"f32", at::kFloat}, {"bf16", at::kBFloat16}, {"f16", at::kHalf}, {"f64", at::kDouble}, {"i64", at::kLong},
@@ -220,6 +237,20 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
     }
   }
 
+  // A model whose parameters alone exceed this machine's memory would be killed by the OOM killer
+  // while loading; refuse it up front (parameters live in device memory with --device cuda).
+  if (o.device.is_cpu()) {
+    int64_t bytes = 0;
+    for (auto& [name, slot] : model->NamedParameters()) bytes += slot->numel() * static_cast<int64_t>(c10::elementSize(dtype));
+    const int64_t available = AvailableMemoryBytes();
+    // Parameters plus a tenth and half a gigabyte for the runtime and activations, at the least.
+    const double needed = static_cast<double>(bytes) * 1.1 + 0.5e9;
+    if (available > 0 && needed > static_cast<double>(available)) {
+      throw ExecError("the program's parameters alone are " + Gb(static_cast<double>(bytes)) + " in " +
+                      c10::toString(dtype) + "; with the runtime it needs at least " + Gb(needed) +
+                      " but this machine has " + Gb(static_cast<double>(available)) + " available");
+    }
+  }
   std::vector<std::string> weights = o.weights;
   if (!o.model_dir.empty()) {
     CheckModelDir(o.model_dir, *program);

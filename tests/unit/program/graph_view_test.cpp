@@ -13,8 +13,8 @@ namespace {
 const std::string kPrograms = std::string(WEFT_FIXTURES) + "/programs";
 const std::string kGraphs = WEFT_GRAPHS;
 
-void ExpectSameStructure(const std::string& name) {
-  const model::ModelGraph view = GraphOfProgram(ReadProgramFile(kPrograms + "/" + name + "/program.pt2"));
+void ExpectSameStructure(const std::string& name, const std::string& file = "program.pt2") {
+  const model::ModelGraph view = GraphOfProgram(ReadProgramFile(kPrograms + "/" + name + "/" + file));
   model::GraphReadResult read = model::ReadGraphFile(kGraphs + "/" + name + ".graph.json");
   ASSERT_TRUE(read.graph) << name;
   const model::ModelGraph& graph = *read.graph;
@@ -60,6 +60,49 @@ void ExpectSameStructure(const std::string& name) {
 TEST(GraphViewTest, FluxTinyEqualsItsGraph) { ExpectSameStructure("flux-tiny"); }
 TEST(GraphViewTest, WanTinyEqualsItsGraph) { ExpectSameStructure("wan-tiny"); }
 TEST(GraphViewTest, WanTinyI2vEqualsItsGraph) { ExpectSameStructure("wan-tiny-i2v"); }
+// The published configs: Flux.1-dev's program (bf16, exported at 1024x1024, batch 1) and Wan 2.1
+// T2V 1.3B's (bf16, 832x480x81).
+TEST(GraphViewTest, FluxDevEqualsItsGraph) { ExpectSameStructure("flux1-dev", "program_bf16.pt2"); }
+TEST(GraphViewTest, Wan13bEqualsItsGraph) { ExpectSameStructure("wan2.1-t2v-1.3b", "program_bf16.pt2"); }
+
+TEST(GraphViewTest, FluxDevTracesEqualTheGraphsAtBothWorkloads) {
+  // Batch 1 like the graph's traces, so every module call's shapes must agree too.
+  const model::ModelGraph view = GraphOfProgram(ReadProgramFile(kPrograms + "/flux1-dev/program_bf16.pt2"));
+  model::GraphReadResult read = model::ReadGraphFile(kGraphs + "/flux1-dev.graph.json");
+  ASSERT_TRUE(read.graph);
+  for (const char* workload : {"1024x1024", "1008x1008"}) {
+    const model::Workload* a = view.FindWorkload(workload);
+    const model::Workload* b = read.graph->FindWorkload(workload);
+    ASSERT_NE(a, nullptr) << workload;
+    ASSERT_NE(b, nullptr) << workload;
+    size_t compared = 0;
+    for (const model::ModuleCalls& mc : b->calls) {
+      const model::ModuleCalls* other = a->FindCalls(mc.module);
+      if (other == nullptr) continue;  // a module whose call torch could not keep
+      ASSERT_EQ(other->calls.size(), mc.calls.size()) << mc.module;
+      for (size_t i = 0; i < mc.calls.size(); ++i) {
+        ASSERT_EQ(other->calls[i].outputs.size(), mc.calls[i].outputs.size()) << mc.module;
+        for (size_t k = 0; k < mc.calls[i].outputs.size(); ++k) {
+          EXPECT_EQ(other->calls[i].outputs[k].shape, mc.calls[i].outputs[k].shape) << workload << " " << mc.module;
+        }
+        for (const auto& [arg, value] : mc.calls[i].args) {
+          const model::Value* v = other->calls[i].FindArg(arg);
+          if (v == nullptr || !value.IsTensor()) continue;
+          EXPECT_EQ(v->shape, value.shape) << workload << " " << mc.module << " " << arg;
+        }
+      }
+      ++compared;
+    }
+    EXPECT_GT(compared, 1000u) << workload;
+    for (const model::SiteCalls& sc : b->attention) {
+      const model::SiteCalls* other = a->FindAttention(sc.site);
+      ASSERT_NE(other, nullptr) << sc.site;
+      ASSERT_EQ(other->calls.size(), sc.calls.size()) << sc.site;
+      EXPECT_EQ(other->calls[0].q, sc.calls[0].q) << workload << " " << sc.site;
+      EXPECT_EQ(other->calls[0].k, sc.calls[0].k) << workload << " " << sc.site;
+    }
+  }
+}
 
 TEST(GraphViewTest, WorkloadTracesEvaluateTheSymbolicSizes) {
   const model::ModelGraph view = GraphOfProgram(ReadProgramFile(kPrograms + "/flux-tiny/program.pt2"));
