@@ -10,6 +10,7 @@
 
 #include "compiler/program/archive.h"
 #include "compiler/program/bindings.h"
+#include "compiler/program/expr.h"
 
 namespace weft::program {
 namespace {
@@ -262,6 +263,10 @@ const model::AttentionSite* StructuralSite(const Program& p, const std::string& 
   return nullptr;
 }
 
+model::Workload TraceWorkload(const Program& p, const model::ModelGraph& g, const ManifestWorkload& w,
+                              const std::vector<std::string>& site_order,
+                              const std::map<std::string, std::vector<size_t>>& site_nodes);
+
 }  // namespace
 
 std::string AttentionOwner(const Program& program, const Node& node) {
@@ -432,54 +437,11 @@ model::ModelGraph GraphOfProgram(const Program& p) {
   // Workloads: every preserved call and every attention call at each manifest workload.
   if (p.manifest) {
     for (const ManifestWorkload& w : p.manifest->workloads) {
-      Bindings b;
       try {
-        b = Bindings::Bind(p, WorkloadInputs(w));
-      } catch (const ProgramError& e) {
-        throw ProgramError(std::string(e.what()) + " (at the manifest's workload `" + w.name + "`)");
+        g.workloads.push_back(TraceWorkload(p, g, w, site_order, site_nodes));
+      } catch (const ExprError& e) {
+        throw ProgramError(where + ": at the manifest's workload `" + w.name + "`: " + e.what());
       }
-      model::Workload wl;
-      wl.name = w.name;
-      wl.params = w.params;
-      // The root's call: the user inputs and outputs.
-      model::Call root;
-      for (const InputDesc& in : w.inputs) {
-        root.args.emplace_back(in.name, in.tensor ? model::Value::Tensor(in.shape, in.dtype) : model::Value::Scalar(in.value_json));
-      }
-      for (size_t i = 0; i < p.outputs.size(); ++i) {
-        if (i < p.output_specs.size() && p.output_specs[i].kind != OutputSpec::Kind::kUserOutput) continue;
-        root.outputs.push_back(ValueOf(p, b, p.outputs[i]));
-      }
-      wl.calls.push_back({"", {root}});
-      std::map<std::string, std::vector<const ModuleCall*>> calls_of;
-      for (const ModuleCall& c : p.module_calls) {
-        if (c.has_signature && !c.fqn.empty()) calls_of[ModulePathOf(c.fqn)].push_back(&c);
-      }
-      for (const model::Module& mod : g.modules) {
-        auto it = calls_of.find(mod.path);
-        if (it == calls_of.end()) continue;
-        model::ModuleCalls mc{mod.path, {}};
-        for (const ModuleCall* c : it->second) mc.calls.push_back(CallOf(p, b, *c, g.TypeOf(mod.path)));
-        wl.calls.push_back(std::move(mc));
-      }
-      for (const std::string& path : site_order) {
-        model::SiteCalls sc;
-        sc.site = path;
-        for (size_t n : site_nodes[path]) {
-          const Node& node = p.nodes[n];
-          model::AttentionCall ac;
-          for (size_t k = 0; k < 3 && k < node.inputs.size(); ++k) {
-            const TensorMeta* meta = p.FindTensor(node.inputs[k].arg.name);
-            if (meta == nullptr) continue;
-            std::vector<int64_t> bhsd = b.Sizes(*meta);
-            std::vector<int64_t> bshd = bhsd.size() == 4 ? std::vector<int64_t>{bhsd[0], bhsd[2], bhsd[1], bhsd[3]} : bhsd;
-            (k == 0 ? ac.q : k == 1 ? ac.k : ac.v) = bshd;
-          }
-          sc.calls.push_back(std::move(ac));
-        }
-        wl.attention.push_back(std::move(sc));
-      }
-      g.workloads.push_back(std::move(wl));
     }
   }
   g.Reindex();
@@ -487,5 +449,62 @@ model::ModelGraph GraphOfProgram(const Program& p) {
   if (!problems.empty()) throw ProgramError(where + ": the program's graph is inconsistent: " + problems[0]);
   return g;
 }
+
+namespace {
+
+model::Workload TraceWorkload(const Program& p, const model::ModelGraph& g, const ManifestWorkload& w,
+                              const std::vector<std::string>& site_order,
+                              const std::map<std::string, std::vector<size_t>>& site_nodes) {
+  Bindings b;
+  try {
+    b = Bindings::Bind(p, WorkloadInputs(w));
+  } catch (const ProgramError& e) {
+    throw ProgramError(std::string(e.what()) + " (at the manifest's workload `" + w.name + "`)");
+  }
+  model::Workload wl;
+  wl.name = w.name;
+  wl.params = w.params;
+  // The root's call: the user inputs and outputs.
+  model::Call root;
+  for (const InputDesc& in : w.inputs) {
+    root.args.emplace_back(in.name, in.tensor ? model::Value::Tensor(in.shape, in.dtype) : model::Value::Scalar(in.value_json));
+  }
+  for (size_t i = 0; i < p.outputs.size(); ++i) {
+    if (i < p.output_specs.size() && p.output_specs[i].kind != OutputSpec::Kind::kUserOutput) continue;
+    root.outputs.push_back(ValueOf(p, b, p.outputs[i]));
+  }
+  wl.calls.push_back({"", {root}});
+  std::map<std::string, std::vector<const ModuleCall*>> calls_of;
+  for (const ModuleCall& c : p.module_calls) {
+    if (c.has_signature && !c.fqn.empty()) calls_of[ModulePathOf(c.fqn)].push_back(&c);
+  }
+  for (const model::Module& mod : g.modules) {
+    auto it = calls_of.find(mod.path);
+    if (it == calls_of.end()) continue;
+    model::ModuleCalls mc{mod.path, {}};
+    for (const ModuleCall* c : it->second) mc.calls.push_back(CallOf(p, b, *c, g.TypeOf(mod.path)));
+    wl.calls.push_back(std::move(mc));
+  }
+  for (const std::string& path : site_order) {
+    model::SiteCalls sc;
+    sc.site = path;
+    for (size_t n : site_nodes.at(path)) {
+      const Node& node = p.nodes[n];
+      model::AttentionCall ac;
+      for (size_t k = 0; k < 3 && k < node.inputs.size(); ++k) {
+        const TensorMeta* meta = p.FindTensor(node.inputs[k].arg.name);
+        if (meta == nullptr) continue;
+        std::vector<int64_t> bhsd = b.Sizes(*meta);
+        std::vector<int64_t> bshd = bhsd.size() == 4 ? std::vector<int64_t>{bhsd[0], bhsd[2], bhsd[1], bhsd[3]} : bhsd;
+        (k == 0 ? ac.q : k == 1 ? ac.k : ac.v) = bshd;
+      }
+      sc.calls.push_back(std::move(ac));
+    }
+    wl.attention.push_back(std::move(sc));
+  }
+  return wl;
+}
+
+}  // namespace
 
 }  // namespace weft::program

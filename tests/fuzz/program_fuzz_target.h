@@ -1,0 +1,25 @@
+#pragma once
+
+// The fuzz target of the program reader (compiler/program), shared by the libFuzzer entry point
+// (program_fuzzer.cpp) and the bounded-time smoke test under ctest. One input is the text of a
+// `models/model.json`; the contract:
+// - reading it either yields a Program or throws ProgramError (nothing else: no other exception,
+//   no crash, no hang);
+// - a Program read yields its weft.graph/1 view or a ProgramError, and every symbolic size in it
+//   parses (or raises ExprError).
+// The manifest (extra/weft.json) of a real program is attached when `manifest` is set, so
+// mutations of the graph meet a manifest that expects the original.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "compiler/program/program.h"
+
+namespace weft::fuzz {
+
+// "" when the contract holds, else what broke it.
+std::string CheckProgramJson(const uint8_t* data, size_t size, const std::optional<program::Manifest>& manifest);
+
+}  // namespace weft::fuzz
