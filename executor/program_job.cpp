@@ -317,6 +317,7 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
                  {"device", o.device.str()},
                  {"nodes", model->interpreter().num_nodes()},
                  {"fast_kernel_nodes", model->interpreter().fast_nodes()},
+                 {"fusions", model->interpreter().fusions()},
                  {"load_ms", {{"read", Ms(t0, t_read)}, {"prepare", Ms(t_read, t_loaded)}, {"weights", Ms(t_loaded, t_weights)}}},
                  {"latency_ms", {{"median", Median(latencies)},
                                  {"min", *std::min_element(latencies.begin(), latencies.end())},

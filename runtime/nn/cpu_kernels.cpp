@@ -45,7 +45,32 @@ WEFT_CPU_CLONES void RmsNormRotateRange(const float* __restrict x, int64_t seq, 
   }
 }
 
+WEFT_CPU_CLONES void RotateRange(const float* __restrict x, int64_t seq, int64_t heads, int64_t dim,
+                                 const float* __restrict cos, const float* __restrict sin, float* __restrict out,
+                                 int64_t begin, int64_t end) {
+  for (int64_t row = begin; row < end; ++row) {
+    const int64_t s = (row / heads) % seq;
+    const float* __restrict xr = x + row * dim;
+    float* __restrict yr = out + row * dim;
+    const float* __restrict cr = cos + s * dim;
+    const float* __restrict sr = sin + s * dim;
+    for (int64_t i = 0; i < dim; i += 2) {
+      const float a = xr[i];
+      const float b = xr[i + 1];
+      yr[i] = a * cr[i] + (-b) * sr[i];
+      yr[i + 1] = b * cr[i + 1] + a * sr[i + 1];
+    }
+  }
+}
+
 }  // namespace
+
+void Rotate(const float* x, int64_t batch, int64_t seq, int64_t heads, int64_t dim, const float* cos, const float* sin,
+            float* out) {
+  at::parallel_for(0, batch * seq * heads, 256, [&](int64_t begin, int64_t end) {
+    RotateRange(x, seq, heads, dim, cos, sin, out, begin, end);
+  });
+}
 
 void RmsNormRotate(const float* x, int64_t batch, int64_t seq, int64_t heads, int64_t dim, const float* weight,
                    float eps, const float* cos, const float* sin, float* out, RowStrides out_strides) {

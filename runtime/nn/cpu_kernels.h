@@ -21,4 +21,12 @@ struct RowStrides {
 void RmsNormRotate(const float* x, int64_t batch, int64_t seq, int64_t heads, int64_t dim, const float* weight,
                    float eps, const float* cos, const float* sin, float* out, RowStrides out_strides);
 
+// Rotary embedding alone, as diffusers' apply_rotary_emb computes it (use_real, pairs interleaved):
+// for x (B, S, H, D) fp32 contiguous and each pair (a, b) = (x[2i], x[2i+1]),
+// out[2i] = a cos[2i] + (-b) sin[2i] and out[2i+1] = b cos[2i+1] + a sin[2i+1], with cos/sin (S, D)
+// fp32 contiguous -- the same products and sums, in the same order, as the ops it replaces, so the
+// result is bitwise the same. `out` is (B, S, H, D) contiguous; D is even.
+void Rotate(const float* x, int64_t batch, int64_t seq, int64_t heads, int64_t dim, const float* cos, const float* sin,
+            float* out);
+
 }  // namespace weft::nn::cpu

@@ -15,6 +15,7 @@
 #include "compiler/program/archive.h"
 #include "compiler/program/graph_view.h"
 #include "runtime/program/fast_kernels.h"
+#include "runtime/program/fusions.h"
 #include "runtime/program/schema_types.h"
 
 namespace weft::interp {
@@ -72,6 +73,7 @@ struct Interpreter::Impl {
   std::vector<int32_t> output_slots;
   std::vector<int32_t> never_free;
   size_t fast_count = 0;
+  std::vector<std::string> fused;  // the name of each fusion made, for reports
   // Module spans for an observer: per instruction, its frames down to the observed depth.
   ModuleObserver observer;
   std::vector<std::pair<std::string, std::string>> frames;       // (path, type) of each frame id
@@ -516,11 +518,44 @@ std::unique_ptr<Interpreter> Interpreter::Load(const program::Program& program, 
     impl->output_slots.push_back(impl->Slot(o.name));
   }
   impl->never_free = impl->output_slots;
+  // Fusions: each replaces its nodes by one instruction at the last of them.
+  std::vector<Fusion> fusions;
+  if (options.fast_kernels) fusions = FindFusions(program, options.device);
+  std::vector<int32_t> fusion_of(program.nodes.size(), -1);
+  for (size_t f = 0; f < fusions.size(); ++f) {
+    for (size_t n : fusions[f].nodes) fusion_of[n] = static_cast<int32_t>(f);
+  }
   // Nodes.
   for (size_t n = 0; n < program.nodes.size(); ++n) {
     const program::Node& node = program.nodes[n];
     Instr instr;
     instr.node = n;
+    if (fusion_of[n] >= 0) {
+      Fusion& f = fusions[static_cast<size_t>(fusion_of[n])];
+      if (std::optional<PyOp> py = PyOpOf(node.target); !py) {
+        Instr check;  // a fused node is still refused by name when it cannot run alone
+        check.node = n;
+        PrepareDispatch(*impl, n, check);
+      }
+      if (n != f.nodes.back()) continue;  // emitted with the last node of its chain
+      instr.kind = Instr::Kind::kFast;
+      instr.record_name = "weft::fused";
+      for (const std::string& input : f.inputs) {
+        Source src;
+        if (!input.empty()) {
+          src.kind = Source::Kind::kSlot;
+          src.slot = impl->Slot(input);
+        }
+        instr.args.push_back(std::move(src));
+      }
+      instr.out_slots = {impl->Slot(f.output)};
+      instr.out_lists.resize(1);
+      instr.fast = std::move(f.kernel);
+      ++impl->fast_count;
+      impl->fused.push_back(f.name);
+      impl->instrs.push_back(std::move(instr));
+      continue;
+    }
     for (const program::NamedArgument& in : node.inputs) {
       if (in.arg.kind == AK::kGraph || in.arg.kind == AK::kCustomObj || in.arg.kind == AK::kOperator ||
           in.arg.kind == AK::kOther) {
@@ -613,6 +648,12 @@ const std::map<std::string, at::Tensor>& Interpreter::captured() const { return 
 
 size_t Interpreter::num_nodes() const { return impl_->instrs.size(); }
 size_t Interpreter::fast_nodes() const { return impl_->fast_count; }
+
+std::map<std::string, int> Interpreter::fusions() const {
+  std::map<std::string, int> out;
+  for (const std::string& f : impl_->fused) ++out[f];
+  return out;
+}
 
 std::vector<at::Tensor> Interpreter::Run(const std::vector<c10::IValue>& user_inputs) {
   Impl& impl = *impl_;

@@ -67,8 +67,10 @@ class Interpreter {
   const std::map<std::string, at::Tensor>& captured() const;
 
   size_t num_nodes() const;
-  // How many nodes run a substituted fast kernel (for reports and tests).
+  // How many instructions run a substituted fast kernel or a fusion (for reports and tests).
   size_t fast_nodes() const;
+  // How many of each fusion (runtime/program/fusions.h) the program got.
+  std::map<std::string, int> fusions() const;
 
   struct Impl;
 
