@@ -120,6 +120,23 @@ TEST_P(ProgramParity, Bf16WithinOneStepOfDiffusersBf16) {
   }
 }
 
+// The fusions weft's built-in Flux makes by hand, found in the exported graph (Flux tiny: 2 double
+// and 2 single blocks). The fp32 parity test above runs every class with them and without.
+TEST(ProgramFusions, FluxGetsTheBuiltInModelsFusions) {
+  nn::SetFusedKernels(true);
+  std::unique_ptr<ProgramModel> model = LoadFixtureModel("flux-tiny", "program.pt2");
+  const std::map<std::string, int> f = model->interpreter().fusions();
+  EXPECT_EQ(f.at("linear+gelu"), 6);             // 2 x (ff, ff_context) + 2 single-block MLPs
+  EXPECT_EQ(f.at("cat+linear"), 2);              // the single blocks' proj_out(cat(attn, mlp))
+  EXPECT_EQ(f.at("layer_norm+modulation"), 10);  // norm1, norm1_context, norm2, norm2_context x 2 + 2 single
+  EXPECT_EQ(f.at("rotary"), 8);                  // q and k of every block
+  auto plain = ProgramModel::Create(std::make_shared<program::Program>(program::ReadProgramFile(
+                                        kFixtures + "/flux-tiny/program.pt2")),
+                                    LoadOptions{c10::Device(c10::kCPU), /*fast_kernels=*/false});
+  EXPECT_TRUE(plain->interpreter().fusions().empty());
+  EXPECT_EQ(plain->interpreter().fast_nodes(), 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Classes, ProgramParity,
                          ::testing::Values("flux-tiny", "flux2-tiny", "qwen-image-tiny", "wan-tiny", "wan-tiny-i2v",
                                            "chronoedit-tiny", "helios-tiny", "ltx-video-tiny", "ltx-2-tiny",
