@@ -7,15 +7,24 @@
 #include <torch/csrc/autograd/profiler_legacy.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <regex>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
 
+#include "compiler/plan/plan_json.h"
 #include "compiler/program/archive.h"
+#include "compiler/program/edits.h"
+#include "compiler/program/graph_view.h"
+#include "compiler/program/lowering.h"
 #include "compiler/program/program_reader.h"
 #include "executor/device.h"
+#include "executor/install.h"
+#include "executor/plan_loader.h"
+#include "executor/program_backend.h"
 #include "executor/exec_error.h"
 #include "executor/trace.h"
 #include "runtime/io/diffusers_dir.h"
@@ -213,29 +222,129 @@ at::Tensor BuiltInReference(const program::Program& p, interp::ProgramModel& mod
   return out;
 }
 
+// The plan of a program's class in plans/: the first whose `plan NAME for CLASS` names it.
+std::string PlanFileForClass(const std::string& cls) {
+  const std::string dir = DataDir() + "/plans";
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().extension() == ".weft") files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  const std::regex header(R"(^\s*plan\s+\S+\s+for\s+(\S+))");
+  for (const std::string& f : files) {
+    std::ifstream in(f);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::smatch m;
+      if (std::regex_search(line, m, header)) {
+        if (m[1] == cls) return f;
+        break;
+      }
+    }
+  }
+  return "";
+}
+
+std::vector<program::InputDesc> Describe(const program::Program& p, const Inputs& in) {
+  std::vector<program::InputDesc> out;
+  for (const std::string& name : p.ForwardArgNames()) {
+    program::InputDesc d;
+    d.name = name;
+    if (in.args.Has(name)) {
+      const auto* t = std::get_if<at::Tensor>(&in.args.Get(name));
+      if (t == nullptr) continue;
+      d.tensor = true;
+      d.shape.assign(t->sizes().begin(), t->sizes().end());
+      d.dtype = program::ScalarTypeName(*[&]() -> std::optional<program::ScalarType> {
+        for (int k = 0; k < 36; ++k) {
+          auto st = interp::C10ScalarType(static_cast<program::ScalarType>(k));
+          if (st && *st == t->scalar_type()) return static_cast<program::ScalarType>(k);
+        }
+        return program::ScalarType::kUnknown;
+      }());
+    } else if (auto it = in.extra.find(name); it != in.extra.end()) {
+      d.value_json = it->second;
+    } else {
+      continue;
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+// The job's plan on the program: compiled against the program's graph view with these inputs as
+// its workload (`run`), then lowered to edits of the program.
+plan::ExecutionPlan ProgramPlan(const ProgramJobOptions& o, const program::Program& p, const Inputs& in) {
+  if (!o.compiled.empty()) {
+    PlanRequest request;
+    request.compiled_file = o.compiled;
+    LoadedPlan loaded = LoadPlan(request);
+    if (!loaded.plan.program) {
+      throw ExecError("--compiled " + o.compiled + " was compiled against a graph, not a program; compile it with "
+                      "`weft compile --program " + o.program + "`");
+    }
+    return loaded.plan;
+  }
+  const std::string cls = p.manifest ? p.manifest->class_name : "";
+  PlanRequest request;
+  request.plan_file = o.plan.empty() ? PlanFileForClass(cls) : o.plan;
+  if (request.plan_file.empty()) {
+    throw ExecError("no plan in " + DataDir() + "/plans is for " + cls + "; write one and pass it with --plan");
+  }
+  program::Program view = p;
+  if (!view.manifest) view.manifest.emplace();
+  program::ManifestWorkload run;
+  run.name = "run";
+  run.inputs = Describe(p, in);
+  view.manifest->workloads = {run};
+  request.graph = program::GraphOfProgram(view);
+  request.workload = "run";
+  request.mesh = o.mesh;
+  request.activation_bytes = p.manifest && p.manifest->dtype == "f32" ? 4 : 2;
+  LoadedPlan loaded = LoadPlan(request);
+  loaded.plan.program = program::LowerToProgram(loaded.plan, p, o.program);
+  return loaded.plan;
+}
+
 }  // namespace
 
 int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
-  if (ctx.world_size() != 1) {
-    throw ExecError("--program runs on one rank (world size " + std::to_string(ctx.world_size()) +
-                    " given): plans compiled into programs are not applied yet");
-  }
+  const bool leader = ctx.rank() == 0;
   const auto t0 = Clock::now();
   auto program = std::make_shared<program::Program>(program::ReadProgramFile(o.program));
   const auto t_read = Clock::now();
-  interp::LoadOptions lo;
-  lo.device = o.device;
-  lo.fast_kernels = o.fast_kernels;
-  std::unique_ptr<interp::ProgramModel> model = interp::ProgramModel::Create(program, lo);
-  const auto t_loaded = Clock::now();
-  const at::ScalarType dtype = model->dtype();
-  if (!o.dtype.empty()) {
-    const at::ScalarType asked = o.dtype == "bf16" ? at::kBFloat16 : at::kFloat;
-    if (asked != dtype) {
-      throw ExecError("--dtype " + o.dtype + ": the program " + o.program + " was exported in " + c10::toString(dtype) +
+  if (!o.dtype.empty() && program->manifest) {
+    const std::string asked = o.dtype == "bf16" ? "bf16" : "f32";
+    if (asked != program->manifest->dtype) {
+      throw ExecError("--dtype " + o.dtype + ": the program " + o.program + " was exported in " +
+                      c10::toString(program->manifest->dtype == "bf16" ? at::kBFloat16 : at::kFloat) +
                       " (its casts are baked in); export it again with tools/export_program.py --dtype " + o.dtype);
     }
   }
+  Inputs in = o.inputs.empty() ? MakeInputs(*program, o.workload, o.seed) : ReadInputs(o.inputs);
+
+  // A plan on a mesh, or the program as it is on one rank.
+  const bool sharded = ctx.world_size() > 1 || !o.plan.empty() || !o.compiled.empty();
+  std::optional<plan::ExecutionPlan> plan;
+  std::shared_ptr<program::Program> edited = program;
+  ProgramBackend backend(ctx);
+  if (sharded) {
+    plan = ProgramPlan(o, *program, in);
+    CheckSameOnAllRanks(ctx, "plan", plan::PlanContentHash(*plan));
+    edited = std::make_shared<program::Program>(*program);
+    program::ApplyEdits(*edited, *plan->program);
+  }
+  interp::LoadOptions lo;
+  lo.device = o.device;
+  lo.fast_kernels = o.fast_kernels;
+  if (plan) {
+    lo.edits = &*plan->program;
+    lo.backend = &backend;
+  }
+  std::unique_ptr<interp::ProgramModel> model = interp::ProgramModel::Create(edited, lo);
+  const auto t_loaded = Clock::now();
+  const at::ScalarType dtype = model->dtype();
 
   // A model whose parameters alone exceed this machine's memory would be killed by the OOM killer
   // while loading; refuse it up front (parameters live in device memory with --device cuda).
@@ -268,7 +377,6 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
   model->ConformParameters(o.device);
   const auto t_weights = Clock::now();
 
-  Inputs in = o.inputs.empty() ? MakeInputs(*program, o.workload, o.seed) : ReadInputs(o.inputs);
   PlaceInputs(*program, in.args, o.device);
   model->SetArguments(in.extra);
   model->Check(model->Describe(in.args));  // every size, range and guard, before anything runs
@@ -277,6 +385,7 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
   std::vector<double> opened;
   if (!o.trace.empty()) {
     tracer.Attach(*model, 0);
+    tracer.AttachCollectives(ctx);
     model->interpreter().SetModuleObserver(
         [&](const std::string& path, const std::string& type, bool enter) {
           if (enter) {
@@ -290,6 +399,9 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
   }
   std::vector<at::Tensor> output;
   for (int i = 0; i < o.warmup; ++i) output = Forward(*model, in.args, o.device);
+  if (sharded) ctx.Barrier(dist::Axis::kWorld);
+  const dist::CommCounters before = ctx.counters();
+  dist::CommCounters one_forward;
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
   if (!o.profile_ops.empty()) {
     profile = std::make_unique<torch::autograd::profiler::RecordProfile>(o.profile_ops + ".rank" + std::to_string(ctx.rank()) + ".json");
@@ -299,13 +411,17 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
     const auto start = Clock::now();
     output = Forward(*model, in.args, o.device);
     latencies.push_back(Ms(start, Clock::now()));
+    if (i == 0) one_forward = ctx.counters().Since(before);
     if (o.progress && o.iters > 1) std::fprintf(stderr, "weft-run: iteration %d/%d: %.2f ms\n", i + 1, o.iters, latencies.back());
   }
   profile.reset();
-  if (!o.trace.empty()) tracer.Write(o.trace + ".rank" + std::to_string(ctx.rank()) + ".json");
+  if (!o.trace.empty()) {
+    tracer.DetachCollectives(ctx);
+    tracer.Write(o.trace + ".rank" + std::to_string(ctx.rank()) + ".json");
+  }
   bool finite = true;
   for (const at::Tensor& t : output) finite = finite && at::isfinite(t).all().item<bool>();
-  if (!o.output.empty()) {
+  if (leader && !o.output.empty()) {
     std::map<std::string, at::Tensor> named;
     for (size_t i = 0; i < output.size(); ++i) named[i == 0 ? "output" : "output_" + std::to_string(i)] = output[i].cpu();
     io::WriteSafetensors(o.output, named);
@@ -315,7 +431,9 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
                  {"class", program->manifest ? program->manifest->class_name : model->type()},
                  {"dtype", c10::toString(dtype)},
                  {"device", o.device.str()},
-                 {"nodes", model->interpreter().num_nodes()},
+                 {"world_size", ctx.world_size()},
+                 {"nodes", edited->nodes.size()},
+                 {"instructions", model->interpreter().num_nodes()},
                  {"fast_kernel_nodes", model->interpreter().fast_nodes()},
                  {"fusions", model->interpreter().fusions()},
                  {"load_ms", {{"read", Ms(t0, t_read)}, {"prepare", Ms(t_read, t_loaded)}, {"weights", Ms(t_loaded, t_weights)}}},
@@ -325,37 +443,82 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
                                  {"iters", latencies.size()}, {"warmup", o.warmup}}},
                  {"outputs_finite", finite},
                  {"peak_rss_bytes", PeakRssBytes()}};
+  if (plan) {
+    Json edits = Json::object();
+    for (const plan::ProgramEdit& e : plan->program->edits) edits[std::string(plan::ProgramEditKindName(e.kind))] = edits.value(std::string(plan::ProgramEditKindName(e.kind)), 0) + 1;
+    report["plan"] = plan->plan_name;
+    report["mesh"] = plan->mesh.ToString();
+    report["edits"] = edits;
+    Json collectives = Json::array();
+    for (dist::Axis axis : dist::kAllAxes) {
+      for (int op = 0; op < dist::kNumCommOps; ++op) {
+        const dist::CommStat st = one_forward.Get(axis, static_cast<dist::CommOp>(op));
+        if (st.calls == 0) continue;
+        collectives.push_back({{"axis", dist::AxisName(axis)}, {"op", dist::CommOpName(static_cast<dist::CommOp>(op))},
+                               {"calls", st.calls}, {"bytes_sent", st.bytes_sent}});
+      }
+    }
+    report["collectives_per_forward"] = collectives;
+    Json predicted = Json::array();
+    for (const plan::AxisTraffic& t : plan->cost.per_axis) {
+      predicted.push_back({{"axis", t.axis}, {"collectives", t.collectives}, {"bytes_sent", t.bytes}});
+    }
+    report["predicted_per_forward"] = predicted;
+  }
   if (o.device.is_cuda()) report["peak_cuda_allocated_bytes"] = PeakDeviceBytes(o.device);
   int status = 0;
-  if (!finite) {
-    std::fprintf(stderr, "weft-run: warning: the program's output holds NaN or Inf values\n");
-  }
+  if (!finite && leader) std::fprintf(stderr, "weft-run: warning: the program's output holds NaN or Inf values\n");
   if (o.check) {
-    const at::Tensor reference = BuiltInReference(*program, *model, in.args, o.device);
-    if (reference.sizes() != output[0].sizes()) {
-      throw ExecError("--check: the program's output " + c10::str(output[0].sizes()) + " but the built-in model's " +
-                      c10::str(reference.sizes()));
+    at::Tensor reference;
+    std::string against;
+    if (plan) {
+      // The unsharded program on the same weights and inputs.
+      interp::LoadOptions plain;
+      plain.device = o.device;
+      plain.fast_kernels = o.fast_kernels;
+      std::unique_ptr<interp::ProgramModel> unsharded = interp::ProgramModel::Create(program, plain);
+      std::map<std::string, at::Tensor*> params;
+      for (auto& [name, slot] : model->NamedParameters()) params[name] = slot;
+      for (auto& [name, slot] : unsharded->NamedParameters()) *slot = *params.at(name);
+      unsharded->ConformParameters(o.device);
+      unsharded->SetArguments(in.extra);
+      reference = Forward(*unsharded, in.args, o.device)[0];
+      against = "unsharded";
+    } else {
+      reference = BuiltInReference(*program, *model, in.args, o.device);
+      against = "built-in";
     }
-    const double tolerance = o.tolerance.value_or(dtype == at::kFloat ? 1e-4 : 2e-2);
-    const double error = (output[0].to(at::kDouble) - reference.to(at::kDouble)).abs().max().item<double>();
-    const double scale = reference.to(at::kDouble).abs().max().item<double>();
-    const double rel = error / std::max(scale, 1e-30);
+    if (reference.sizes() != output[0].sizes()) {
+      throw ExecError("--check: the program's output " + c10::str(output[0].sizes()) + " but the " + against + " model's " +
+                      c10::str(reference.sizes()) + (plan ? " (does the plan gather the output?)" : ""));
+    }
+    const double tolerance = o.tolerance.value_or(dtype == at::kFloat ? (plan ? 1e-5 : 1e-4) : 2e-2);
+    at::Tensor pair = at::stack({(output[0].to(at::kDouble) - reference.to(at::kDouble)).abs().max(),
+                                 reference.to(at::kDouble).abs().max()})
+                          .contiguous();
+    ctx.AllReduce(dist::Axis::kWorld, pair, dist::ReduceKind::kMax);
+    const double error = pair[0].item<double>();
+    const double rel = error / std::max(pair[1].item<double>(), 1e-30);
     const bool passed = rel <= tolerance && finite;
-    report["check"] = {{"against", "built-in"}, {"max_abs_error", error}, {"max_rel_error", rel},
+    report["check"] = {{"against", against}, {"max_abs_error", error}, {"max_rel_error", rel},
                        {"tolerance", tolerance}, {"passed", passed}};
-    std::fprintf(stderr, "weft-run: check against the built-in model %s: max abs error %.3g, max relative error %.3g "
-                 "(tolerance %.1g)\n", passed ? "passed" : "FAILED", error, rel, tolerance);
+    if (leader) {
+      std::fprintf(stderr, "weft-run: check against the %s model %s: max abs error %.3g, max relative error %.3g "
+                   "(tolerance %.1g)\n", against.c_str(), passed ? "passed" : "FAILED", error, rel, tolerance);
+    }
     status = passed ? 0 : 1;
   }
-  if (o.report == "json") {
-    std::cout << report.dump(2) << std::endl;
-  } else if (!o.report.empty()) {
-    std::ofstream(o.report) << report.dump(2) << "\n";
+  if (leader) {
+    if (o.report == "json") {
+      std::cout << report.dump(2) << std::endl;
+    } else if (!o.report.empty()) {
+      std::ofstream(o.report) << report.dump(2) << "\n";
+    }
+    std::fprintf(stderr, "weft-run: program %s (%s, %zu nodes, %zu instructions, %zu on fast kernels)%s: loaded in %.0f ms, "
+                 "median %.2f ms over %zu iteration(s)\n", o.program.c_str(), report["class"].get<std::string>().c_str(),
+                 edited->nodes.size(), model->interpreter().num_nodes(), model->interpreter().fast_nodes(),
+                 plan ? (" on " + plan->mesh.ToString()).c_str() : "", Ms(t0, t_loaded), Median(latencies), latencies.size());
   }
-  std::fprintf(stderr, "weft-run: program %s (%s, %zu nodes, %zu on fast kernels): loaded in %.0f ms, median %.2f ms over %zu "
-               "iteration(s)\n", o.program.c_str(), report["class"].get<std::string>().c_str(),
-               model->interpreter().num_nodes(), model->interpreter().fast_nodes(), Ms(t0, t_loaded), Median(latencies),
-               latencies.size());
   return status;
 }
 

@@ -1,10 +1,12 @@
 #pragma once
 
-// `weft-run --program M.pt2`: one rank runs a torch.export program (runtime/program) on weights
-// from a diffusers directory, safetensors files or weft's seeded values, at inputs from a file or
-// made from the program's first workload; reports latency and memory; --check compares with the
-// built-in model of the program's class (Flux, Wan) on the same weights and inputs.
-// Plans on programs (sharded runs) are not part of this job yet: it runs on one rank.
+// `weft-run --program M.pt2`: a torch.export program (runtime/program) on weights from a
+// diffusers directory, safetensors files or weft's seeded values, at inputs from a file or made
+// from the program's first workload. On one rank without a plan it runs the program as it is and
+// --check compares with the built-in model of its class (Flux, Wan). On a mesh (or with --plan /
+// --compiled) the plan -- by default plans/<...>.weft of the program's class -- is compiled against
+// the program at these inputs, lowered to edits of its graph (compiler/program/lowering.h) and
+// applied when it loads; --check then compares with the unsharded program on the same weights.
 
 #include <cstdint>
 #include <optional>
@@ -13,12 +15,16 @@
 
 #include <c10/core/Device.h>
 
+#include "compiler/plan/execution_plan.h"
 #include "runtime/dist/dist_context.h"
 
 namespace weft::exec {
 
 struct ProgramJobOptions {
   std::string program;               // the .pt2 file
+  std::string plan;                  // a plan to compile against the program ("" = its class's in plans/)
+  std::string compiled;              // or a plan compiled against it already (weft compile --program)
+  plan::Mesh mesh;                   // the job's mesh (axes in world order, flags)
   std::string model_dir;             // a save_pretrained directory: its config must match the program's
   std::vector<std::string> weights;  // safetensors files (instead of, or overriding, the directory's)
   std::string inputs;                // safetensors by argument name, non-tensors under `weft.args`

@@ -195,6 +195,14 @@ int RunRank(const RunOptions& o) {
   } else if (!o.program.empty()) {
     exec::ProgramJobOptions job;
     job.program = o.program;
+    job.plan = o.plan;
+    job.compiled = o.compiled;
+    for (dist::Axis axis : shape.order) job.mesh.axes.push_back({dist::AxisName(axis), shape.Size(axis)});
+    job.mesh.world_size = shape.WorldSize();
+    job.mesh.ulysses_anything = o.ulysses_anything;
+    job.mesh.ring_anything = o.ring_anything;
+    job.mesh.convert_to_fp32 = !o.no_fp32_merge;
+    job.mesh.rotate_method = *plan::ParseRotateMethod(o.rotate);
     job.model_dir = o.model_dir;
     job.weights = o.weights;
     job.inputs = o.inputs;
@@ -361,10 +369,12 @@ int main(int argc, char** argv) {
   app.add_option("--compiled", o.compiled, "Compiled plan (weft.plan/1 JSON from `weft compile`)")
       ->check(CLI::ExistingFile)->excludes(plan_opt);
   auto* program_opt = app.add_option("--program", o.program, "A torch.export program (.pt2, tools/export_program.py) to "
-                                                             "run instead of a built-in model, on one rank: weights "
-                                                             "from --model-dir or --weights (default: seeded), inputs "
-                                                             "from --inputs (default: made at its first workload); "
-                                                             "--check compares with the built-in model of its class")
+                                                             "run instead of a built-in model: weights from --model-dir "
+                                                             "or --weights (default: seeded), inputs from --inputs "
+                                                             "(default: made at its first workload). On a mesh the plan "
+                                                             "(--plan, default: plans/ for its class) is compiled into "
+                                                             "the program; --check compares with the unsharded program "
+                                                             "(on one rank: with the built-in model of its class)")
                           ->check(CLI::ExistingFile);
   app.add_option("--model", o.model, "Built-in model NAME:CONFIG: flux:{tiny,small,dev,schnell}, "
                                      "wan:{tiny,small,1.3b,14b,...} (default flux:tiny)");
@@ -422,8 +432,8 @@ int main(int argc, char** argv) {
   if (argc == 1) o.check = true;
   o.dump_graph = dump_opt->count() > 0;
   o.dtype_given = dtype_opt->count() > 0;
-  if (program_opt->count() > 0 && (plan_opt->count() > 0 || !o.compiled.empty() || o.smoke || o.dump_graph)) {
-    std::cerr << "weft-run: --program runs a program unsharded; it takes no --plan, --compiled, --smoke or --dump-graph\n";
+  if (program_opt->count() > 0 && (o.smoke || o.dump_graph)) {
+    std::cerr << "weft-run: --program runs a program; it takes no --smoke or --dump-graph\n";
     return 2;
   }
   if (o.device == "cuda") {

@@ -247,4 +247,26 @@ std::vector<std::string> CheckPlan(const ExecutionPlan& plan) {
   return problems;
 }
 
+namespace {
+constexpr std::pair<ProgramEdit::Kind, std::string_view> kEditKinds[] = {
+    {ProgramEdit::Kind::kSplit, "split"},         {ProgramEdit::Kind::kGather, "gather"},
+    {ProgramEdit::Kind::kAttention, "attention"}, {ProgramEdit::Kind::kAllReduce, "all_reduce"},
+    {ProgramEdit::Kind::kArgument, "argument"},   {ProgramEdit::Kind::kNormStats, "norm_stats"},
+};
+}  // namespace
+
+std::string_view ProgramEditKindName(ProgramEdit::Kind k) {
+  for (const auto& [kind, name] : kEditKinds) {
+    if (kind == k) return name;
+  }
+  return "?";
+}
+
+std::optional<ProgramEdit::Kind> ParseProgramEditKind(std::string_view name) {
+  for (const auto& [kind, n] : kEditKinds) {
+    if (n == name) return kind;
+  }
+  return std::nullopt;
+}
+
 }  // namespace weft::plan

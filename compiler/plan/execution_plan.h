@@ -219,6 +219,49 @@ struct ModuleStep {
   StepCost cost;
 };
 
+// ---------------------------------------------------------------------------------------------
+// Programs
+
+// One edit of a torch.export program (compiler/program): what a plan step becomes when the model
+// is a program. Values and nodes are named as in the program's graph; the executor applies the
+// edits mechanically when it loads the program (compiler/program/edits.h).
+struct ProgramEdit {
+  enum class Kind : uint8_t {
+    kSplit,      // `value` split along `dim` over the CP group, for the uses inside module `scope`
+                 // ("" with `after_producer`: every use after it is produced)
+    kGather,     // `value` all-gathered along `dim` over the CP group right after it is produced
+    kAttention,  // `node`, a scaled_dot_product_attention, runs as `attention`
+    kAllReduce,  // `value`, a rowwise Linear's output (`node`), summed over the tp group; its bias
+                 // (parameter value `bias`, "" = none) added once, after the sum
+    kArgument,   // argument `argument` of `node`, element `element` (-1 = the argument), becomes
+                 // `new_value` (a head count of a reshape under tensor parallelism)
+    kNormStats,  // `node` (an RMS norm over a tp-sharded width) takes its statistics over the tp group
+  };
+  Kind kind = Kind::kSplit;
+  std::string value;
+  std::string node;
+  std::string scope;
+  bool after_producer = false;  // kSplit of a module output
+  int64_t dim = 0;
+  int64_t rank = 0;
+  bool uneven = false;
+  std::string argument;
+  int64_t element = -1;
+  int64_t new_value = 0;
+  std::string bias;
+  std::optional<Attention> attention;
+  std::string module;  // the plan step's module, for messages
+  Origin origin;
+};
+std::string_view ProgramEditKindName(ProgramEdit::Kind k);
+std::optional<ProgramEdit::Kind> ParseProgramEditKind(std::string_view name);
+
+struct ProgramEdits {
+  std::string program;       // the program file as given to the compiler
+  std::string program_hash;  // "sha256:" of its models/model.json; the executor compares it
+  std::vector<ProgramEdit> edits;  // in program order
+};
+
 struct ExecutionPlan {
   int version = kPlanVersion;
   std::string plan_name;    // `plan flux for ...`
@@ -230,6 +273,8 @@ struct ExecutionPlan {
   Workload workload;
   std::vector<ModuleStep> steps;  // in the graph's module order; each module at most once
   PlanCost cost;
+  // When the plan was compiled against a program: the steps as edits of its graph.
+  std::optional<ProgramEdits> program;
 
   const ModuleStep* FindStep(std::string_view module) const;
 };

@@ -144,6 +144,44 @@ J StepJson(const ModuleStep& s) {
   return j;
 }
 
+template <typename J = OJson>
+J EditJson(const ProgramEdit& e) {
+  J j;
+  j["kind"] = std::string(ProgramEditKindName(e.kind));
+  if (!e.value.empty()) j["value"] = e.value;
+  if (!e.node.empty()) j["node"] = e.node;
+  if (e.kind == ProgramEdit::Kind::kSplit) {
+    j["scope"] = e.scope;
+    if (e.after_producer) j["after_producer"] = true;
+  }
+  if (e.kind == ProgramEdit::Kind::kSplit || e.kind == ProgramEdit::Kind::kGather) {
+    j["dim"] = e.dim;
+    j["rank"] = e.rank;
+    j["uneven"] = e.uneven;
+  }
+  if (e.kind == ProgramEdit::Kind::kArgument) {
+    j["argument"] = e.argument;
+    j["element"] = e.element;
+    j["new_value"] = e.new_value;
+  }
+  if (e.kind == ProgramEdit::Kind::kAllReduce) j["bias"] = e.bias;
+  if (e.attention) j["attention"] = AttentionJson<J>(*e.attention);
+  j["module"] = e.module;
+  j["origin"] = OriginJson<J>(e.origin);
+  return j;
+}
+
+template <typename J = OJson>
+J ProgramJson(const ProgramEdits& p) {
+  J j;
+  j["file"] = p.program;
+  j["hash"] = p.program_hash;
+  J edits = J::array();
+  for (const ProgramEdit& e : p.edits) edits.push_back(EditJson<J>(e));
+  j["edits"] = std::move(edits);
+  return j;
+}
+
 // Header sections in document order (everything but `steps` and `content_hash`).
 std::vector<std::pair<std::string, OJson>> HeaderJson(const ExecutionPlan& p) {
   std::vector<std::pair<std::string, OJson>> out;
@@ -185,6 +223,7 @@ std::vector<std::pair<std::string, OJson>> HeaderJson(const ExecutionPlan& p) {
   cost["weight_bytes"] = p.cost.weight_bytes;
   cost["activation_bytes"] = p.cost.activation_bytes;
   out.emplace_back("cost", std::move(cost));
+  if (p.program) out.emplace_back("program", ProgramJson(*p.program));
   return out;
 }
 
@@ -315,6 +354,64 @@ class Reader {
   size_t max_;
 };
 
+void ReadAttention(Reader& r, const OJson& x, const std::string& xp, Attention& a) {
+  if (!r.Object(x, xp)) return;
+  r.Keys(x, xp, {"mode", "heads", "head_dim", "local_heads", "head_pad", "ulysses", "ring", "uneven_sequence",
+                 "rotate_method", "convert_to_fp32", "q_len", "kv_len", "origin"});
+  r.Enum(x, "mode", xp, a.mode, ParseAttentionMode, "`local`, `ulysses`, `ring` or `usp`");
+  r.Int(x, "heads", xp, a.heads);
+  r.Int(x, "head_dim", xp, a.head_dim);
+  r.Int(x, "local_heads", xp, a.local_heads);
+  r.Int(x, "head_pad", xp, a.head_pad);
+  r.Int(x, "ulysses", xp, a.ulysses);
+  r.Int(x, "ring", xp, a.ring);
+  r.Bool(x, "uneven_sequence", xp, a.uneven_sequence);
+  r.Enum(x, "rotate_method", xp, a.rotate_method, ParseRotateMethod, "`allgather` or `p2p`");
+  r.Bool(x, "convert_to_fp32", xp, a.convert_to_fp32);
+  r.Int(x, "q_len", xp, a.q_len);
+  r.Int(x, "kv_len", xp, a.kv_len);
+  r.ReadOrigin(x, xp, a.origin);
+}
+
+void ReadProgram(Reader& r, const OJson& j, ProgramEdits& out) {
+  const std::string p = "/program";
+  if (!r.Object(j, p)) return;
+  r.Keys(j, p, {"file", "hash", "edits"});
+  r.Str(j, "file", p, out.program);
+  r.Str(j, "hash", p, out.program_hash);
+  const OJson* edits = r.Field(j, "edits", p);
+  if (edits == nullptr || !r.Array(*edits, p + "/edits")) return;
+  for (size_t i = 0; i < edits->size(); ++i) {
+    const std::string ep = Child(p + "/edits", i);
+    const OJson& e = (*edits)[i];
+    if (!r.Object(e, ep)) continue;
+    r.Keys(e, ep, {"kind", "value", "node", "scope", "after_producer", "dim", "rank", "uneven", "argument", "element",
+                   "new_value", "bias", "attention", "module", "origin"});
+    ProgramEdit edit;
+    r.Enum(e, "kind", ep, edit.kind, ParseProgramEditKind,
+           "`split`, `gather`, `attention`, `all_reduce`, `argument` or `norm_stats`");
+    r.Str(e, "value", ep, edit.value, false);
+    r.Str(e, "node", ep, edit.node, false);
+    r.Str(e, "scope", ep, edit.scope, false);
+    r.Bool(e, "after_producer", ep, edit.after_producer, false);
+    r.Int(e, "dim", ep, edit.dim, false);
+    r.Int(e, "rank", ep, edit.rank, false);
+    r.Bool(e, "uneven", ep, edit.uneven, false);
+    r.Str(e, "argument", ep, edit.argument, false);
+    r.Int(e, "element", ep, edit.element, false);
+    r.Int(e, "new_value", ep, edit.new_value, false);
+    r.Str(e, "bias", ep, edit.bias, false);
+    if (const OJson* a = r.Field(e, "attention", ep, false)) {
+      Attention at;
+      ReadAttention(r, *a, Child(ep, "attention"), at);
+      edit.attention = at;
+    }
+    r.Str(e, "module", ep, edit.module);
+    r.ReadOrigin(e, ep, edit.origin);
+    out.edits.push_back(std::move(edit));
+  }
+}
+
 void ReadStep(Reader& r, const OJson& j, const std::string& p, ModuleStep& s) {
   if (!r.Object(j, p)) return;
   r.Keys(j, p, {"module", "calls", "splits", "gathers", "attention", "tp", "cost"});
@@ -376,26 +473,9 @@ void ReadStep(Reader& r, const OJson& j, const std::string& p, ModuleStep& s) {
     }
   }
   if (const OJson* x = r.Field(j, "attention", p, false)) {
-    const std::string xp = Child(p, "attention");
-    if (r.Object(*x, xp)) {
-      r.Keys(*x, xp, {"mode", "heads", "head_dim", "local_heads", "head_pad", "ulysses", "ring", "uneven_sequence",
-                      "rotate_method", "convert_to_fp32", "q_len", "kv_len", "origin"});
-      Attention a;
-      r.Enum(*x, "mode", xp, a.mode, ParseAttentionMode, "`local`, `ulysses`, `ring` or `usp`");
-      r.Int(*x, "heads", xp, a.heads);
-      r.Int(*x, "head_dim", xp, a.head_dim);
-      r.Int(*x, "local_heads", xp, a.local_heads);
-      r.Int(*x, "head_pad", xp, a.head_pad);
-      r.Int(*x, "ulysses", xp, a.ulysses);
-      r.Int(*x, "ring", xp, a.ring);
-      r.Bool(*x, "uneven_sequence", xp, a.uneven_sequence);
-      r.Enum(*x, "rotate_method", xp, a.rotate_method, ParseRotateMethod, "`allgather` or `p2p`");
-      r.Bool(*x, "convert_to_fp32", xp, a.convert_to_fp32);
-      r.Int(*x, "q_len", xp, a.q_len);
-      r.Int(*x, "kv_len", xp, a.kv_len);
-      r.ReadOrigin(*x, xp, a.origin);
-      s.attention = std::move(a);
-    }
+    Attention a;
+    ReadAttention(r, *x, Child(p, "attention"), a);
+    s.attention = std::move(a);
   }
   if (const OJson* x = r.Field(j, "tp", p, false)) {
     const std::string xp = Child(p, "tp");
@@ -519,7 +599,7 @@ PlanReadResult ReadPlanJson(std::string_view text, size_t max_errors) {
   ExecutionPlan p;
   std::string stored_hash;
   if (r.Object(doc, "")) {
-    r.Keys(doc, "", {"format", "version", "content_hash", "plan", "model", "mesh", "workload", "cost", "steps"});
+    r.Keys(doc, "", {"format", "version", "content_hash", "plan", "model", "mesh", "workload", "cost", "steps", "program"});
     std::string format;
     r.Str(doc, "format", "", format);
     if (doc.contains("format") && format != kPlanFormat) {
@@ -600,6 +680,10 @@ PlanReadResult ReadPlanJson(std::string_view text, size_t max_errors) {
         r.Int(*j, "weight_bytes", "/cost", p.cost.weight_bytes);
         r.Int(*j, "activation_bytes", "/cost", p.cost.activation_bytes);
       }
+    }
+    if (const OJson* j = r.Field(doc, "program", "", false)) {
+      p.program.emplace();
+      ReadProgram(r, *j, *p.program);
     }
     if (const OJson* j = r.Field(doc, "steps", "")) {
       if (r.Array(*j, "/steps")) {

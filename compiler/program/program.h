@@ -225,6 +225,7 @@ struct Graph {
 
 struct Program {
   std::string path;            // the archive, for messages
+  std::string hash;            // "sha256:" of models/model.json: the program's identity
   int schema_major = 0;
   int schema_minor = 0;
   std::string torch_version;

@@ -1,6 +1,7 @@
 #include "compiler/program/program_reader.h"
 
 #include "compiler/program/inline_hops.h"
+#include "compiler/source/sha256.h"
 
 #include <nlohmann/json.hpp>
 
@@ -592,6 +593,7 @@ Program ParseProgramJson(const std::string& model_json, const std::string& where
   Json j = Json::parse(model_json, nullptr, false);
   if (j.is_discarded()) Fail(where, "not valid JSON");
   Program p;
+  p.hash = "sha256:" + source::Sha256Hex(model_json);
   StackTable().clear();
   const Json& version = Field(j, "schema_version", where);
   p.schema_major = static_cast<int>(Int(Field(version, "major", where), where + ".schema_version.major"));

@@ -13,8 +13,10 @@
 #include <unordered_map>
 
 #include "compiler/program/archive.h"
+#include "compiler/program/edits.h"
 #include "compiler/program/graph_view.h"
 #include "runtime/program/fast_kernels.h"
+#include "runtime/program/edit_backend.h"
 #include "runtime/program/fusions.h"
 #include "runtime/program/schema_types.h"
 
@@ -48,11 +50,12 @@ struct Interpreter::Impl {
   const program::Program* program = nullptr;
   LoadOptions options;
   struct Instr {
-    enum class Kind : uint8_t { kDispatch, kSymSize, kPyOp, kFast };
+    enum class Kind : uint8_t { kDispatch, kSymSize, kPyOp, kFast, kEdit };
     Kind kind = Kind::kDispatch;
     std::optional<c10::OperatorHandle> op;
     PyOp py = PyOp::kAdd;
     std::unique_ptr<FastKernel> fast;
+    const plan::ProgramEdit* edit = nullptr;  // kEdit
     std::vector<Source> args;
     // Per return: the slot it goes to (-1 unused), or the slots a returned list unpacks into.
     std::vector<int32_t> out_slots;
@@ -440,6 +443,63 @@ c10::IValue PyApply(PyOp op, const std::vector<c10::IValue>& v) {
   return c10::IValue();
 }
 
+// weft's own nodes (compiler/program/edits.h): a split, a gather, an attention the plan runs.
+void PrepareEdit(Impl& impl, size_t n, Instr& instr) {
+  const program::Node& node = impl.program->nodes[n];
+  if (impl.options.edits == nullptr || impl.options.backend == nullptr) {
+    Refuse(impl, n, "a plan's node, but the program was loaded without the plan's edits");
+  }
+  const program::NamedArgument* index = nullptr;
+  for (const program::NamedArgument& in : node.inputs) {
+    if (in.name == "edit") index = &in;
+  }
+  if (index == nullptr || index->arg.kind != AK::kInt || index->arg.i < 0 ||
+      static_cast<size_t>(index->arg.i) >= impl.options.edits->edits.size()) {
+    Refuse(impl, n, "names no edit of the plan");
+  }
+  instr.kind = Instr::Kind::kEdit;
+  instr.edit = &impl.options.edits->edits[static_cast<size_t>(index->arg.i)];
+  instr.record_name = node.target.c_str();
+  auto tensor = [&](const char* name, bool optional) {
+    Source s;
+    for (const program::NamedArgument& in : node.inputs) {
+      if (in.name != name) continue;
+      if (in.arg.kind == AK::kTensor) {
+        s.kind = Source::Kind::kSlot;
+        s.slot = impl.Slot(in.arg.name);
+        return s;
+      }
+      if (in.arg.kind == AK::kNone && optional) return s;
+      Refuse(impl, n, std::string("argument `") + name + "` must be a tensor");
+    }
+    if (!optional) Refuse(impl, n, std::string("has no argument `") + name + "`");
+    return s;
+  };
+  if (node.target == program::kAttentionTarget) {
+    for (const program::NamedArgument& in : node.inputs) {
+      const bool dropout = in.name == "dropout_p" && in.arg.kind == AK::kFloat && in.arg.f != 0.0;
+      const bool causal = in.name == "is_causal" && in.arg.kind == AK::kBool && in.arg.b;
+      const bool gqa = in.name == "enable_gqa" && in.arg.kind == AK::kBool && in.arg.b;
+      if (dropout || causal || gqa) {
+        Refuse(impl, n, "context-parallel attention takes no " + in.name + " (the site would run it locally)");
+      }
+    }
+    instr.args = {tensor("query", false), tensor("key", false), tensor("value", false), tensor("attn_mask", true)};
+    Source scale;  // None, or the float the node passes
+    for (const program::NamedArgument& in : node.inputs) {
+      if (in.name == "scale" && in.arg.kind == AK::kFloat) scale.constant = in.arg.f;
+    }
+    instr.args.push_back(scale);
+  } else if (node.target == program::kSplitTarget || node.target == program::kGatherTarget) {
+    instr.args = {tensor("self", false)};
+  } else {
+    Refuse(impl, n, "not an operator weft can run");
+  }
+  if (node.outputs.size() != 1 || node.outputs[0].kind != AK::kTensor) Refuse(impl, n, "must produce one tensor");
+  instr.out_slots = {impl.Slot(node.outputs[0].name)};
+  instr.out_lists.resize(1);
+}
+
 void ComputeLastUses(Impl& impl) {
   std::vector<int64_t> last(impl.num_slots, -1);
   for (size_t i = 0; i < impl.instrs.size(); ++i) {
@@ -565,6 +625,8 @@ std::unique_ptr<Interpreter> Interpreter::Load(const program::Program& program, 
     }
     if (std::optional<PyOp> py = PyOpOf(node.target)) {
       PreparePyOp(*impl, n, instr, *py);
+    } else if (node.target.rfind("weft.", 0) == 0) {
+      PrepareEdit(*impl, n, instr);
     } else if (node.target == "torch.ops.aten.sym_size.int") {
       instr.kind = Instr::Kind::kSymSize;
       if (node.inputs.size() != 2 || node.inputs[0].arg.kind != AK::kTensor || node.inputs[1].arg.kind != AK::kInt ||
@@ -749,6 +811,25 @@ std::vector<at::Tensor> Interpreter::Run(const std::vector<c10::IValue>& user_in
         case Instr::Kind::kFast:
           instr.fast->Run(stack, frame);
           break;
+        case Instr::Kind::kEdit: {
+          at::Tensor out;
+          const plan::ProgramEdit& e = *instr.edit;
+          if (e.kind == plan::ProgramEdit::Kind::kSplit) {
+            out = impl.options.backend->Split(stack[0].toTensor(), e);
+          } else if (e.kind == plan::ProgramEdit::Kind::kGather) {
+            out = impl.options.backend->Gather(stack[0].toTensor(), e);
+          } else {
+            std::optional<at::Tensor> mask;
+            if (!stack[3].isNone()) mask = stack[3].toTensor();
+            std::optional<double> scale;
+            if (!stack[4].isNone()) scale = stack[4].toDouble();
+            out = impl.options.backend->Attention(stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor(), mask,
+                                                  scale, e);
+          }
+          stack.clear();
+          stack.push_back(std::move(out));
+          break;
+        }
         case Instr::Kind::kSymSize: {
           const at::Tensor& t = stack[0].toTensor();
           const int64_t v = t.size(stack[1].toInt());

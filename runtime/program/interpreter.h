@@ -22,12 +22,19 @@
 #include <string>
 #include <vector>
 
+#include "compiler/plan/execution_plan.h"
 #include "compiler/program/program.h"
 
 namespace weft::interp {
 
+class EditBackend;
+
 struct LoadOptions {
   c10::Device device = c10::Device(c10::kCPU);
+  // A plan's edits, applied to the program already (compiler/program/edits.h), and what runs
+  // weft's nodes; both outlive the interpreter. Without them, a `weft.*` node is refused.
+  const plan::ProgramEdits* edits = nullptr;
+  EditBackend* backend = nullptr;
   // Substitute weft's fast kernels for the op patterns it knows (fp32 CPU Linear as a oneDNN
   // matmul on a weight packed once); results equal up to float rounding.
   bool fast_kernels = true;

@@ -83,6 +83,22 @@ TEST(WeftRunProgram, ProgramOfAClassWithoutABuiltInModelRunsAndWritesEveryOutput
   EXPECT_LE(MaxAbsDiff(out, want, "output_1"), 1e-4 * 2);
 }
 
+TEST(WeftRunProgram, ThePlanOfTheProgramsClassRunsOnAMeshAndMatchesTheUnshardedProgram) {
+  const std::string dir = kPrograms + "/flux-tiny";
+  Shell s = Sh(kWeftRun + " --no-prefix --program " + dir + "/program.pt2 --inputs " + dir +
+               "/inputs_64x96.safetensors --nproc 2 --mesh ulysses=2 --check --report json");
+  ASSERT_EQ(s.status, 0) << s.output;
+  nlohmann::json r = Report(s.output);
+  ASSERT_TRUE(r.is_object()) << s.output;
+  EXPECT_EQ(r["plan"], "flux");
+  EXPECT_EQ(r["check"]["against"], "unsharded");
+  EXPECT_TRUE(r["check"]["passed"].get<bool>());
+  // plans/flux.weft: 4 root splits, 1 gather, the 4 attention sites context-parallel.
+  EXPECT_EQ(r["edits"]["split"], 4);
+  EXPECT_EQ(r["edits"]["gather"], 1);
+  EXPECT_EQ(r["edits"]["attention"], 4);
+}
+
 TEST(WeftRunProgram, TraceHasTheProgramsModuleSpans) {
   const std::string dir = kPrograms + "/flux-tiny";
   const std::string prefix = Temp("trace");
@@ -109,12 +125,13 @@ TEST(WeftRunProgram, BadRequestsAreRefusedByName) {
                           "export it again with tools/export_program.py --dtype bf16"),
             std::string::npos)
       << s.output;
-  s = Sh(kWeftRun + " --no-prefix --program " + flux + " --nproc 2");
-  EXPECT_NE(s.status, 0);
-  EXPECT_NE(s.output.find("--program runs on one rank (world size 2 given)"), std::string::npos) << s.output;
-  s = Sh(kWeftRun + " --no-prefix --program " + flux + " --plan " + std::string(WEFT_SOURCE_DIR) + "/plans/flux.weft");
+  s = Sh(kWeftRun + " --no-prefix --program " + flux + " --smoke");
   EXPECT_EQ(s.status, 2);
-  EXPECT_NE(s.output.find("--program runs a program unsharded; it takes no --plan"), std::string::npos) << s.output;
+  EXPECT_NE(s.output.find("--program runs a program; it takes no --smoke or --dump-graph"), std::string::npos) << s.output;
+  // A plan of another class.
+  s = Sh(kWeftRun + " --no-prefix --program " + flux + " --nproc 2 --plan " + std::string(WEFT_SOURCE_DIR) + "/plans/wan.weft");
+  EXPECT_NE(s.status, 0);
+  EXPECT_NE(s.output.find("for WanTransformer3DModel"), std::string::npos) << s.output;
   // Helios takes frame indices: weft does not make up integer inputs.
   s = Sh(kWeftRun + " --no-prefix --program " + kPrograms + "/helios-tiny/program.pt2");
   EXPECT_NE(s.status, 0);

@@ -9,14 +9,14 @@ set(_rules
   "compiler/diag|compiler/source/ compiler/diag/|"
   "compiler/syntax|compiler/source/ compiler/diag/ compiler/syntax/ grammar/|antlr4"
   "compiler/model|compiler/source/ compiler/diag/ compiler/model/|"
-  "compiler/program|compiler/source/ compiler/model/ compiler/program/|"
+  "compiler/program|compiler/source/ compiler/diag/ compiler/model/ compiler/plan/ compiler/program/|"
   "compiler/plan|compiler/source/ compiler/plan/|"
   "compiler/bind|compiler/source/ compiler/diag/ compiler/syntax/ compiler/model/ compiler/plan/ compiler/bind/|re2"
   "compiler/lower|compiler/source/ compiler/diag/ compiler/model/ compiler/plan/ compiler/bind/ compiler/lower/|"
   "compiler/driver|compiler/|"
   "compiler|compiler/|"
   "runtime|runtime/|torch"
-  "runtime/program|runtime/ compiler/source/ compiler/model/ compiler/program/|torch"
+  "runtime/program|runtime/ compiler/source/ compiler/model/ compiler/plan/ compiler/program/|torch"
   "executor|compiler/source/ compiler/diag/ compiler/model/ compiler/plan/ compiler/program/ compiler/compile.h runtime/ executor/|torch")
 # Third-party families that only some layers may include, and how to recognise them.
 set(_family_torch "^<(torch|ATen|c10|caffe2|gloo)/")

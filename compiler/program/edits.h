@@ -1,0 +1,30 @@
+#pragma once
+
+// Applying a plan's edits (plan::ProgramEdits, lowering.h) to a program, mechanically: the
+// compiler decided every edit; this inserts weft's own nodes into the graph and points the uses
+// at their results, so the interpreter runs the plan like any other node.
+//
+//   split    `weft.split(self, edit)` before the first use the split covers: a module argument's
+//            in that module's scope, or right after the producer of a module output (every later
+//            use); the covered uses read the split value
+//   gather   `weft.gather(self, edit)` right after the producer; every later use, and the
+//            program's outputs, read the gathered value
+//   attention  the node's target becomes `weft.attention` (same inputs, plus its edit)
+//
+// New values are named `<value>@<edit index>`. `edit` is an integer input: the index of the
+// edit in ProgramEdits::edits, which the runtime reads its parameters from.
+
+#include "compiler/plan/execution_plan.h"
+#include "compiler/program/program.h"
+
+namespace weft::program {
+
+inline constexpr const char* kSplitTarget = "weft.split";
+inline constexpr const char* kGatherTarget = "weft.gather";
+inline constexpr const char* kAttentionTarget = "weft.attention";
+
+// Throws ProgramError when `edits` were compiled against another program (its hash) or name a
+// value or node the program does not have.
+void ApplyEdits(Program& program, const plan::ProgramEdits& edits);
+
+}  // namespace weft::program

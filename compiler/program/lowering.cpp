@@ -1,0 +1,197 @@
+#include "compiler/program/lowering.h"
+
+#include <algorithm>
+#include <map>
+
+#include "compiler/program/archive.h"
+#include "compiler/program/bindings.h"
+#include "compiler/program/graph_view.h"
+
+namespace weft::program {
+namespace {
+
+std::string Where(const Program& p) { return p.path.empty() ? std::string("program") : p.path; }
+
+std::string RuleOf(const plan::Origin& o) { return o.Known() ? " (rule at " + o.ToString() + ")" : ""; }
+
+const model::ModuleType* TypeOf(const Program& p, const std::string& module) {
+  if (!p.manifest) return nullptr;
+  std::string type;
+  for (const model::Module& m : p.manifest->modules) {
+    if (m.path == module) type = m.type;
+  }
+  for (const model::ModuleType& t : p.manifest->types) {
+    if (t.name == type) return &t;
+  }
+  return nullptr;
+}
+
+std::string LeafName(const Argument* a) {
+  if (a == nullptr || a->kind != Argument::Kind::kTensor) return "";
+  return a->name;
+}
+
+void TakeLeaves(const TreeSpec& spec, const std::vector<const Argument*>& leaves, size_t& next, std::vector<std::string>& out) {
+  if (spec.IsLeaf()) {
+    out.push_back(next < leaves.size() ? LeafName(leaves[next]) : "");
+    ++next;
+    return;
+  }
+  for (const TreeSpec& c : spec.children) TakeLeaves(c, leaves, next, out);
+}
+
+}  // namespace
+
+std::vector<CallValues> ModuleCallValues(const Program& p, const std::string& module) {
+  std::vector<CallValues> out;
+  if (module.empty()) {
+    CallValues root;
+    std::map<std::string, size_t> at;
+    for (const FlatInput& f : FlattenInputs(p)) {
+      auto it = at.find(f.arg);
+      if (it == at.end()) {
+        it = at.emplace(f.arg, root.arguments.size()).first;
+        root.arguments.push_back({f.arg, {}});
+      }
+      const Argument& a = p.inputs[f.graph_input];
+      root.arguments[it->second].second.push_back(
+          p.input_specs[f.graph_input].kind == InputSpec::Kind::kUserInput ? LeafName(&a) : "");
+    }
+    for (size_t i = 0; i < p.outputs.size(); ++i) {
+      if (i < p.output_specs.size() && p.output_specs[i].kind != OutputSpec::Kind::kUserOutput) continue;
+      root.outputs.push_back(LeafName(&p.outputs[i]));
+    }
+    out.push_back(std::move(root));
+    return out;
+  }
+  const model::ModuleType* type = TypeOf(p, module);
+  for (const ModuleCall& call : p.module_calls) {
+    if (!call.has_signature || call.fqn.substr(0, call.fqn.find('@')) != module) continue;
+    CallValues values;
+    const std::vector<const Argument*> leaves = p.LeafInputs(call);
+    size_t next = 0;
+    const TreeSpec& spec = call.in_spec;
+    if (spec.type == "builtins.tuple" && spec.children.size() == 2) {
+      for (size_t i = 0; i < spec.children[0].children.size(); ++i) {
+        std::vector<std::string> names;
+        TakeLeaves(spec.children[0].children[i], leaves, next, names);
+        values.arguments.push_back(
+            {type != nullptr && i < type->args.size() ? type->args[i].name : "arg" + std::to_string(i), names});
+      }
+      for (size_t i = 0; i < spec.children[1].children.size(); ++i) {
+        std::vector<std::string> names;
+        TakeLeaves(spec.children[1].children[i], leaves, next, names);
+        values.arguments.push_back({i < spec.children[1].keys.size() ? spec.children[1].keys[i] : "", names});
+      }
+    }
+    for (const Argument& o : call.outputs) values.outputs.push_back(LeafName(&o));
+    out.push_back(std::move(values));
+  }
+  return out;
+}
+
+plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program& p, const std::string& file) {
+  const std::string where = Where(p);
+  plan::ProgramEdits out;
+  out.program = file;
+  out.program_hash = p.hash;
+  // The attention nodes of each site.
+  std::map<std::string, std::vector<const Node*>> sdpa;
+  for (const Node& n : p.nodes) {
+    if (n.target == kSdpaTarget) sdpa[AttentionOwner(p, n)].push_back(&n);
+  }
+  for (const plan::ModuleStep& step : plan.steps) {
+    const std::vector<CallValues> calls = ModuleCallValues(p, step.module);
+    auto no_call = [&](const plan::Origin& origin, const std::string& what) {
+      std::string why = "the program has no call signature for it";
+      if (p.manifest) {
+        for (const auto& [path, reason] : p.manifest->unpreserved) {
+          if (path == step.module) why = "torch.export could not preserve its call (" + reason + ")";
+        }
+      }
+      return ProgramError(where + ": the plan " + what + " of module `" + step.module + "`" + RuleOf(origin) + ", but " +
+                          why);
+    };
+    for (const plan::Split& split : step.splits) {
+      if (calls.empty()) throw no_call(split.origin, "splits");
+      for (const CallValues& call : calls) {
+        plan::ProgramEdit e;
+        e.kind = plan::ProgramEdit::Kind::kSplit;
+        e.dim = split.dim;
+        e.rank = split.rank;
+        e.uneven = plan.mesh.Uneven();
+        e.module = step.module;
+        e.origin = split.origin;
+        if (split.target == plan::Split::Target::kArgument) {
+          auto arg = std::find_if(call.arguments.begin(), call.arguments.end(),
+                                  [&](const auto& a) { return a.first == split.argument; });
+          if (arg == call.arguments.end() || arg->second.empty()) {
+            if (split.optional) continue;
+            throw ProgramError(where + ": the plan splits argument `" + split.argument + "` of module `" + step.module +
+                               "`" + RuleOf(split.origin) + ", but the program's call does not pass it");
+          }
+          const size_t element = split.element < 0 ? 0 : static_cast<size_t>(split.element);
+          if (element >= arg->second.size() || arg->second[element].empty()) {
+            if (split.optional) continue;
+            throw ProgramError(where + ": the plan splits " +
+                               (split.element < 0 ? "argument" : "element " + std::to_string(split.element) + " of argument") +
+                               " `" + split.argument + "` of module `" + step.module + "`" + RuleOf(split.origin) +
+                               ", which is no tensor in the program");
+          }
+          e.value = arg->second[element];
+          const TensorMeta* meta = p.FindTensor(e.value);
+          if (split.optional && meta != nullptr && static_cast<int64_t>(meta->sizes.size()) != split.rank) continue;
+          e.scope = step.module;
+        } else {
+          if (split.output < 0 || static_cast<size_t>(split.output) >= call.outputs.size() ||
+              call.outputs[static_cast<size_t>(split.output)].empty()) {
+            throw ProgramError(where + ": the plan splits output " + std::to_string(split.output) + " of module `" +
+                               step.module + "`" + RuleOf(split.origin) + ", which is no tensor in the program");
+          }
+          e.value = call.outputs[static_cast<size_t>(split.output)];
+          e.after_producer = true;
+        }
+        out.edits.push_back(std::move(e));
+      }
+    }
+    for (const plan::Gather& gather : step.gathers) {
+      if (calls.empty()) throw no_call(gather.origin, "gathers output " + std::to_string(gather.output));
+      for (const CallValues& call : calls) {
+        if (gather.output < 0 || static_cast<size_t>(gather.output) >= call.outputs.size() ||
+            call.outputs[static_cast<size_t>(gather.output)].empty()) {
+          throw ProgramError(where + ": the plan gathers output " + std::to_string(gather.output) + " of module `" +
+                             step.module + "`" + RuleOf(gather.origin) + ", which is no tensor in the program");
+        }
+        plan::ProgramEdit e;
+        e.kind = plan::ProgramEdit::Kind::kGather;
+        e.value = call.outputs[static_cast<size_t>(gather.output)];
+        e.dim = gather.dim;
+        e.rank = gather.rank;
+        e.uneven = plan.mesh.Uneven();
+        e.module = step.module;
+        e.origin = gather.origin;
+        out.edits.push_back(std::move(e));
+      }
+    }
+    if (step.attention && step.attention->mode != plan::AttentionMode::kLocal) {
+      auto it = sdpa.find(step.module);
+      if (it == sdpa.end()) {
+        throw ProgramError(where + ": the plan runs attention `" + step.module + "` as " +
+                           std::string(plan::AttentionModeName(step.attention->mode)) + RuleOf(step.attention->origin) +
+                           ", but no scaled_dot_product_attention of the program belongs to it");
+      }
+      for (const Node* n : it->second) {
+        plan::ProgramEdit e;
+        e.kind = plan::ProgramEdit::Kind::kAttention;
+        e.node = n->name;
+        e.attention = *step.attention;
+        e.module = step.module;
+        e.origin = step.attention->origin;
+        out.edits.push_back(std::move(e));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace weft::program

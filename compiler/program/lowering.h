@@ -1,0 +1,38 @@
+#pragma once
+
+// A plan on a program: the ExecutionPlan's module steps (compiled against the program's
+// weft.graph/1 view) become edits of the program's named values and nodes
+// (plan::ProgramEdits), which the executor applies when it loads the program (edits.h).
+//
+//   split of a module argument   the value that call receives, split for the uses inside the module
+//                                (the root's: every use); an argument of a call the export could not
+//                                preserve is refused
+//   split of a module output     the value it returns, split right after it is produced
+//   gather of a module output    the value it returns, gathered right after it is produced
+//   context-parallel attention   every scaled_dot_product_attention node the site owns
+//
+// Every edit keeps its step's origin (the plan rule). Symbolic sizes need no edit: the program
+// computes them from the tensors at run time, so sizes of a split tensor are its local sizes.
+
+#include <string>
+
+#include "compiler/plan/execution_plan.h"
+#include "compiler/program/program.h"
+
+namespace weft::program {
+
+// The edits of `plan` on `program` (read from `file`). Throws ProgramError naming the module,
+// argument and rule when a step has no value to edit in the program.
+plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program& program, const std::string& file);
+
+// The values a module call receives for each forward argument, in leaf order (a tuple argument
+// has one per element; "" for a leaf that is None, a constant or a symbolic size), and the
+// values it returns. The root's are the program's user inputs and outputs. Empty when `module`
+// has no preserved call.
+struct CallValues {
+  std::vector<std::pair<std::string, std::vector<std::string>>> arguments;
+  std::vector<std::string> outputs;
+};
+std::vector<CallValues> ModuleCallValues(const Program& program, const std::string& module);
+
+}  // namespace weft::program

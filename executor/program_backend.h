@@ -1,0 +1,31 @@
+#pragma once
+
+// The runtime side of a plan's edits of a program (runtime/program/edit_backend.h) on the job's
+// mesh: splits keep this CP rank's slice, gathers all-gather over the CP group, attention runs
+// weft's Ulysses / ring / USP kernels -- the same collectives the built-in models' hooks make
+// (executor/cp_hooks.h), so a plan costs the same on a program as on a built-in model.
+
+#include <map>
+#include <memory>
+
+#include "executor/cp_hooks.h"
+#include "runtime/dist/dist_context.h"
+#include "runtime/program/edit_backend.h"
+
+namespace weft::exec {
+
+class ProgramBackend : public interp::EditBackend {
+ public:
+  explicit ProgramBackend(dist::DistContext& ctx) : ctx_(ctx) {}
+  at::Tensor Split(const at::Tensor& x, const plan::ProgramEdit& edit) override;
+  at::Tensor Gather(const at::Tensor& x, const plan::ProgramEdit& edit) override;
+  at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                       const std::optional<at::Tensor>& attn_mask, std::optional<double> scale,
+                       const plan::ProgramEdit& edit) override;
+
+ private:
+  dist::DistContext& ctx_;
+  std::map<const plan::ProgramEdit*, std::unique_ptr<CpAttentionKernel>> kernels_;
+};
+
+}  // namespace weft::exec
