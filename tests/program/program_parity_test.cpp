@@ -23,6 +23,12 @@ namespace {
 const std::string kFixtures = std::string(WEFT_FIXTURES) + "/programs";
 constexpr uint64_t kSeed = 20261201;  // tools/make_fixtures.py PROGRAM_SEED
 
+LoadOptions SlowKernels() {
+  LoadOptions options;
+  options.fast_kernels = false;
+  return options;
+}
+
 std::unique_ptr<ProgramModel> LoadFixtureModel(const std::string& name, const std::string& file) {
   auto program = std::make_shared<program::Program>(program::ReadProgramFile(kFixtures + "/" + name + "/" + file));
   auto model = ProgramModel::Create(program, LoadOptions{});
@@ -132,7 +138,7 @@ TEST(ProgramFusions, FluxGetsTheBuiltInModelsFusions) {
   EXPECT_EQ(f.at("rotary"), 8);                  // q and k of every block
   auto plain = ProgramModel::Create(std::make_shared<program::Program>(program::ReadProgramFile(
                                         kFixtures + "/flux-tiny/program.pt2")),
-                                    LoadOptions{c10::Device(c10::kCPU), /*fast_kernels=*/false});
+                                    SlowKernels());
   EXPECT_TRUE(plain->interpreter().fusions().empty());
   EXPECT_EQ(plain->interpreter().fast_nodes(), 0u);
 }
