@@ -160,7 +160,9 @@ int RankMain(const Args& a, int64_t seq) {
   } else {
     mesh.ulysses = p;
   }
-  auto ctx = DistContext::Create(world, mesh, {std::chrono::minutes(10)});
+  weft::dist::DistOptions options;
+  options.timeout = std::chrono::minutes(10);
+  auto ctx = DistContext::Create(world, mesh, options);
   const at::ScalarType dtype = a.dtype == "bf16" ? at::kBFloat16 : at::kFloat;
   const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype));
   const int cp_rank = ctx->AxisRank(Axis::kCp);

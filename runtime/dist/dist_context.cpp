@@ -2,6 +2,10 @@
 
 #include "runtime/dist/shm_transport.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +18,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <c10/util/Exception.h>
+#include <c10/util/Logging.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -54,6 +59,13 @@ std::string BackendMessage(const std::exception& e) {
   for (char& c : m) {
     if (c == '\n') c = ' ';
   }
+  // Gloo's "[/path/to/gloo/transport/tcp/pair.cc:537] " source position and its advice after the
+  // error ("This is typically caused by ... GLHF!") say nothing the rest of the message does not.
+  if (m.size() > 2 && m[0] == '[') {
+    const size_t close = m.find("] ");
+    if (close != std::string::npos && m.find(".cc:") < close) m = m.substr(close + 2);
+  }
+  if (const size_t advice = m.find(" This is typically caused by"); advice != std::string::npos) m.resize(advice);
   while (!m.empty() && (m.back() == ' ' || m.back() == '\t')) m.pop_back();
   if (m.size() > 600) m = m.substr(0, 600) + "...";
   return m;
@@ -61,24 +73,203 @@ std::string BackendMessage(const std::exception& e) {
 
 int64_t Bytes(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
 
-// (global rank, pid) of the peers that run on this host, as exchanged at creation.
-using LocalPeers = std::vector<std::pair<int, int>>;
+// The other members of one group, as exchanged at creation: who they are and where they run,
+// so that a failed collective can say which peer it was waiting for, on which host, and what
+// became of it.
+struct GroupPeers {
+  struct Peer {
+    int rank = 0;      // global rank
+    int pid = 0;       // its process id when it runs on this host, else 0
+    std::string host;  // its hostname
+  };
+  std::vector<Peer> peers;  // in axis rank order, without this rank
 
-// "rank 3 (pid 4242) is no longer running" for each listed peer whose process is gone, so an
-// error can say who died even where the backend's own message only names a socket. "" if none.
-// A killed peer's sockets close before the kernel marks it exited, so a backend can report the
-// closed connection a moment before the process looks gone: look for up to 100 ms.
-std::string GonePeers(const LocalPeers& peers) {
-  std::string gone;
-  for (int attempt = 0; attempt < 10 && gone.empty() && !peers.empty(); ++attempt) {
+  const Peer* Find(int rank) const {
+    for (const Peer& p : peers) {
+      if (p.rank == rank) return &p;
+    }
+    return nullptr;
+  }
+};
+
+std::string PeerName(const GroupPeers::Peer& p) {
+  return "rank " + std::to_string(p.rank) + " (" + (p.pid > 0 ? "pid " + std::to_string(p.pid) + ", " : "") + "host " +
+         p.host + ")";
+}
+
+std::string JoinNames(const std::vector<const GroupPeers::Peer*>& peers) {
+  std::string s;
+  for (const GroupPeers::Peer* p : peers) s += (s.empty() ? "" : ", ") + PeerName(*p);
+  return s;
+}
+
+// What a failed collective knows about its peers, most telling first: "rank 3 (pid 4242, host
+// node1) is no longer running", "... is stopped", "no answer from rank 1 (...)" (the peers a
+// shared-memory exchange was still waiting for, `waiting` global ranks), else the group's peers
+// on other hosts ("peer on another host: rank 2 (host node2)"), whose state this host cannot
+// see. "" when nothing is known. A killed peer's sockets close before the kernel marks it
+// exited, so a backend can report the closed connection a moment before the process looks
+// gone: look for up to 100 ms.
+std::string DescribePeers(const GroupPeers& group, const std::vector<int>& waiting = {}) {
+  std::vector<const GroupPeers::Peer*> local, remote;
+  for (const GroupPeers::Peer& p : group.peers) (p.pid > 0 ? local : remote).push_back(&p);
+  std::vector<const GroupPeers::Peer*> gone;
+  for (int attempt = 0; attempt < 10 && gone.empty() && !local.empty(); ++attempt) {
     if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    for (const auto& [rank, pid] : peers) {
-      if (!ProcessGone(pid)) continue;
-      gone += (gone.empty() ? "" : ", ") + std::string("rank ") + std::to_string(rank) + " (pid " +
-              std::to_string(pid) + ")";
+    for (const GroupPeers::Peer* p : local) {
+      if (ProcessGone(p->pid)) gone.push_back(p);
     }
   }
-  return gone.empty() ? "" : gone + (gone.find(", ") == std::string::npos ? " is" : " are") + " no longer running";
+  if (!gone.empty()) return JoinNames(gone) + (gone.size() == 1 ? " is" : " are") + " no longer running";
+  std::vector<const GroupPeers::Peer*> stopped;
+  for (const GroupPeers::Peer* p : local) {
+    if (ProcessStopped(p->pid)) stopped.push_back(p);
+  }
+  if (!stopped.empty()) return JoinNames(stopped) + (stopped.size() == 1 ? " is" : " are") + " stopped (SIGSTOP)";
+  std::vector<const GroupPeers::Peer*> silent;
+  for (int r : waiting) {
+    if (const GroupPeers::Peer* p = group.Find(r)) silent.push_back(p);
+  }
+  if (!silent.empty()) return "no answer from " + JoinNames(silent);
+  if (!remote.empty()) return std::string(remote.size() == 1 ? "peer" : "peers") + " on another host: " + JoinNames(remote);
+  return "";
+}
+
+// The ending of every failed collective's message.
+const char* const kPeerHint = " (a peer may have exited, stopped, or become unreachable)";
+
+// What every rank publishes at the rendezvous (key weft/proc/<rank>): its pid, hostname, host
+// identity (HostIdentity) and job (DistOptions::job), as lines.
+struct ProcRecord {
+  int pid = 0;
+  std::string host = "?";
+  std::string identity;
+  std::vector<std::pair<std::string, std::string>> job;
+
+  std::string Serialize() const {
+    std::string s = std::to_string(pid) + "\n" + host + "\n" + identity + "\n";
+    for (const auto& [key, value] : job) s += key + "=" + value + "\n";
+    return s;
+  }
+  static ProcRecord Parse(const std::vector<uint8_t>& raw) {
+    std::istringstream in(std::string(raw.begin(), raw.end()));
+    ProcRecord r;
+    std::string line;
+    if (std::getline(in, line)) r.pid = std::atoi(line.c_str());
+    if (std::getline(in, line)) r.host = line;
+    if (std::getline(in, line)) r.identity = line;
+    while (std::getline(in, line)) {
+      const size_t eq = line.find('=');
+      r.job.emplace_back(line.substr(0, eq), eq == std::string::npos ? "" : line.substr(eq + 1));
+    }
+    return r;
+  }
+  std::string Name() const { return "pid " + std::to_string(pid) + ", host " + host; }
+};
+
+// The first field in which job `a` and job `b` differ, as "`seed` is 7 here but 0 on rank 0",
+// from the point of view of `a`; "" when they are the same.
+std::string JobDifference(const ProcRecord& a, const ProcRecord& b, const std::string& here, const std::string& there) {
+  auto find = [](const ProcRecord& r, const std::string& key) -> const std::string* {
+    for (const auto& kv : r.job) {
+      if (kv.first == key) return &kv.second;
+    }
+    return nullptr;
+  };
+  auto shown = [](const std::string* v) { return v == nullptr ? std::string("not set") : "`" + *v + "`"; };
+  for (const auto& [key, value] : a.job) {
+    const std::string* other = find(b, key);
+    if (other == nullptr || *other != value) {
+      return "`" + key + "` is " + shown(&value) + " " + here + " but " + shown(other) + " " + there;
+    }
+  }
+  for (const auto& [key, value] : b.job) {
+    if (find(a, key) == nullptr) return "`" + key + "` is not set " + here + " but `" + value + "` " + there;
+  }
+  return "";
+}
+
+// Every rank runs the same job: refuses (on every rank, so none waits for the others) when a
+// rank's job differs from rank 0's, naming the rank, its host and the first differing field.
+void CheckSameJob(const WorldConfig& world, const std::string& where, const std::vector<ProcRecord>& records) {
+  const std::string who = "rank " + std::to_string(world.rank) + ": ";
+  const std::string hint = "; every rank must run the same job. Is a rank of another job using MASTER_ADDR:MASTER_PORT " +
+                           where + "? Give each job its own MASTER_PORT";
+  const ProcRecord& mine = records[world.rank];
+  if (world.rank != 0) {
+    const std::string diff = JobDifference(mine, records[0], "here", "on rank 0 (" + records[0].Name() + ")");
+    if (!diff.empty()) throw DistError(who + "this rank's job differs from rank 0's: " + diff + hint);
+  }
+  std::vector<int> differing;
+  for (int r = 1; r < world.world_size; ++r) {
+    if (r != world.rank && !JobDifference(records[r], records[0], "", "").empty()) differing.push_back(r);
+  }
+  if (differing.empty()) return;
+  const int r = differing.front();
+  std::string more;
+  if (differing.size() > 1) more = " (and " + std::to_string(differing.size() - 1) + " more rank(s))";
+  throw DistError(who + "rank " + std::to_string(r) + " (" + records[r].Name() + ") runs another job than rank 0" + more +
+                  ": " + JobDifference(records[r], records[0], "there", "on rank 0") + hint);
+}
+
+// c10d logs every retry of a store connection and more on stderr (some 40 lines for one rank
+// that waits for a missing rank 0); weft's own errors say what happened. Unless the user chose
+// a level (TORCH_CPP_LOG_LEVEL), keep only c10d's errors.
+void QuietC10dLogs() {
+  const char* level = std::getenv("TORCH_CPP_LOG_LEVEL");
+  if ((level == nullptr || *level == '\0') && FLAGS_caffe2_log_level < 2) FLAGS_caffe2_log_level = 2;
+}
+
+// The local address the kernel would send from to reach `host` (IPv4 or IPv6), or "".
+std::string LocalAddressTowards(const std::string& host, int port) {
+  addrinfo hints {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || found == nullptr) return "";
+  std::string result;
+  for (addrinfo* ai = found; ai != nullptr && result.empty(); ai = ai->ai_next) {
+    const int fd = ::socket(ai->ai_family, SOCK_DGRAM, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local {};
+    socklen_t len = sizeof local;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      const void* addr = local.ss_family == AF_INET
+                             ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+                             : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+      if (::inet_ntop(local.ss_family, addr, text, sizeof text) != nullptr) result = text;
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return result;
+}
+
+// The network device Gloo's pairs use: the interface named by GLOO_SOCKET_IFNAME (as in
+// torch.distributed; the first of a comma-separated list), loopback when MASTER_ADDR is, else
+// the address this host reaches MASTER_ADDR from -- the one address every peer can reach it on
+// when hosts have several (c10d's default picks the address of the hostname, which is loopback
+// or nothing on many machines, and which peers on other hosts then cannot connect to).
+std::shared_ptr<gloo::transport::Device> GlooDevice(const WorldConfig& world) {
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname != nullptr && *ifname != '\0') {
+    std::string first = ifname;
+    first = first.substr(0, first.find(','));
+    try {
+      return c10d::ProcessGroupGloo::createDeviceForInterface(first);
+    } catch (const std::exception& e) {
+      throw DistError("rank " + std::to_string(world.rank) + ": GLOO_SOCKET_IFNAME=" + ifname +
+                      ": cannot use network interface `" + first + "`: " + BackendMessage(e));
+    }
+  }
+  const std::string& a = world.master_addr;
+  if (a == "127.0.0.1" || a == "localhost" || a.rfind("127.", 0) == 0 || a == "::1") {
+    return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  }
+  const std::string local = LocalAddressTowards(a, world.master_port);
+  if (!local.empty()) return c10d::ProcessGroupGloo::createDeviceForHostname(local);
+  return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
 // One process group and the state shared by the axes that map onto it.
@@ -92,8 +283,8 @@ struct Backend {
 
 struct AxisGroup {
   std::vector<int> ranks;
-  // The group's other members on this host, as (global rank, pid): named in errors when gone.
-  std::shared_ptr<const LocalPeers> local_peers = std::make_shared<const LocalPeers>();
+  // The group's other members (rank, pid on this host, host): named in errors.
+  std::shared_ptr<const GroupPeers> peers = std::make_shared<const GroupPeers>();
   int axis_rank = 0;
   std::shared_ptr<Backend> backend;  // null when the group has one rank
   uint32_t p2p_seq = 0;
@@ -108,7 +299,7 @@ struct P2PHandle::State {
   std::vector<std::pair<at::Tensor, at::Tensor>> copy_back;  // (received, user buffer)
   std::string context;                         // "rank 2: send_recv on axis `ring` (group ranks ...)"
   std::shared_ptr<bool> context_failed;        // the DistContext's flag, set when Wait fails
-  std::shared_ptr<const LocalPeers> peers;     // the group's peers on this host
+  std::shared_ptr<const GroupPeers> peers;     // the group's other members
   std::chrono::milliseconds timeout{0};
   bool done = false;
 };
@@ -154,11 +345,11 @@ void P2PHandle::Wait() {
     if (!ok) {
       state_->done = true;  // do not wait again from the destructor
       if (state_->context_failed) *state_->context_failed = true;
-      const std::string gone = GonePeers(*state_->peers);
+      const std::string peers = DescribePeers(*state_->peers);
       throw DistError(state_->context + " failed in " + state_->what[i] + " after " +
                       std::to_string(ElapsedMs(start)) + " ms (timeout " +
                       std::to_string(state_->timeout.count()) + " ms): " + msg +
-                      (gone.empty() ? "" : "; " + gone) + " (a peer may have exited)");
+                      (peers.empty() ? "" : "; " + peers) + kPeerHint);
     }
   }
   for (auto& [received, buffer] : state_->copy_back) buffer.copy_(received);
@@ -181,6 +372,7 @@ struct DistContext::Impl {
   // (which would wait the whole timeout for them).
   std::shared_ptr<bool> failed = std::make_shared<bool>(false);
   std::vector<int> pids;  // per global rank: its pid when it runs on this host, else 0
+  std::vector<std::string> hosts;  // per global rank: its hostname
 
   Impl(const WorldConfig& w, const Mesh& m, const DistOptions& o) : world(w), mesh(m), options(o) {}
 
@@ -228,13 +420,18 @@ struct DistContext::Impl {
     throw Failed(axis, op, shapes, start, msg);
   }
 
+  // `waiting`: the axis ranks a shared-memory exchange was still waiting for.
   DistError Failed(Axis axis, const char* op, const std::string& shapes, Clock::time_point start,
-                   const std::string& msg) {
+                   const std::string& msg, const std::vector<int>& waiting = {}) {
     *failed = true;
-    const std::string gone = GonePeers(*Group(axis).local_peers);
+    std::vector<int> global;
+    for (int r : waiting) {
+      if (r >= 0 && r < static_cast<int>(Group(axis).ranks.size())) global.push_back(Group(axis).ranks[r]);
+    }
+    const std::string peers = DescribePeers(*Group(axis).peers, global);
     return DistError(Context(axis, op) + " with " + shapes + " failed after " + std::to_string(ElapsedMs(start)) +
                      " ms (timeout " + std::to_string(options.timeout.count()) + " ms): " + msg +
-                     (gone.empty() ? "" : "; " + gone) + " (a peer may have exited)");
+                     (peers.empty() ? "" : "; " + peers) + kPeerHint);
   }
 
   // The shared-memory transport for a CPU tensor on `axis`, or null (use the backend).
@@ -252,7 +449,7 @@ struct DistContext::Impl {
     try {
       exchange();
     } catch (const ShmError& e) {
-      throw Failed(axis, op, shapes, start, e.what());
+      throw Failed(axis, op, shapes, start, e.what(), e.peers());
     }
     if (observer) observer(axis, op, start, Clock::now());
   }
@@ -319,20 +516,26 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
   const std::string who = "rank " + std::to_string(world.rank) + ": ";
   const std::string where = world.master_addr + ":" + std::to_string(world.master_port);
 
+  QuietC10dLogs();
   auto start = Clock::now();
   try {
     c10d::TCPStoreOptions so;
     so.port = static_cast<std::uint16_t>(world.master_port);
-    so.isServer = world.rank == 0;
+    // Under torchrun the agent serves the store: every rank is a client of it.
+    so.isServer = world.rank == 0 && !world.use_agent_store;
     so.numWorkers = world.world_size;
-    so.waitWorkers = true;
+    // The server does not wait for clients here: the proc-table wait below does, and can say
+    // which ranks are missing.
+    so.waitWorkers = false;
     so.timeout = options.timeout;
     const int listen_fd = options.master_listen_fd >= 0 ? options.master_listen_fd : world.master_listen_fd;
-    if (world.rank == 0 && listen_fd >= 0) so.masterListenFd = listen_fd;
-    impl->store = c10::make_intrusive<c10d::TCPStore>(world.master_addr, so);
+    if (so.isServer && listen_fd >= 0) so.masterListenFd = listen_fd;
+    c10::intrusive_ptr<c10d::Store> tcp = c10::make_intrusive<c10d::TCPStore>(world.master_addr, so);
+    impl->store = tcp;
+    if (!world.store_prefix.empty()) impl->store = c10::make_intrusive<c10d::PrefixStore>(world.store_prefix, tcp);
   } catch (const std::exception& e) {
     std::string m = BackendMessage(e);
-    if (world.rank == 0) {
+    if (world.rank == 0 && !world.use_agent_store) {
       bool in_use = m.find("in use") != std::string::npos || m.find("EADDRINUSE") != std::string::npos;
       throw DistError(who + "cannot start the TCPStore server on " + where + " (MASTER_ADDR:MASTER_PORT)" +
                       (in_use ? ": the port is already in use; choose another MASTER_PORT, or let "
@@ -340,44 +543,83 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
                               : "") +
                       " [" + m + "]");
     }
-    throw DistError(who + "cannot reach the TCPStore at " + where + " within " +
-                    std::to_string(ElapsedMs(start)) + " ms (is rank 0 running, and are "
-                    "MASTER_ADDR/MASTER_PORT the same on every rank?) [" + m + "]");
+    throw DistError(who + "cannot reach the TCPStore at " + where + " within " + std::to_string(ElapsedMs(start)) +
+                    " ms (" +
+                    (world.use_agent_store ? "torchrun's agent serves it; is the agent still running?"
+                                           : "is rank 0 running, and are MASTER_ADDR/MASTER_PORT the same on every rank?") +
+                    ")");
   }
 
   impl->pids.assign(world.world_size, 0);
   impl->pids[world.rank] = static_cast<int>(getpid());
+  impl->hosts.assign(world.world_size, "?");
+  impl->hosts[world.rank] = HostName();
   if (world.world_size > 1) {
-    // Every rank's host and pid: a failed collective can then name the same-host peers that are
-    // gone, whichever transport failed, and the shared-memory transport knows who shares this host.
+    // Every rank claims its rank, then publishes its host, pid and job: a failed collective can
+    // then name its peers and their hosts (and the same-host ones that are gone), the
+    // shared-memory transport knows who shares this host, and a rank of another job (two jobs on
+    // one MASTER_PORT) is refused by name before anything else runs.
     auto t0 = Clock::now();
+    std::vector<std::string> keys;
+    for (int r = 0; r < world.world_size; ++r) keys.push_back("weft/proc/" + std::to_string(r));
+    std::vector<ProcRecord> records(world.world_size);
     try {
-      const std::string me = HostIdentity();
-      const std::string mine = me + "|" + std::to_string(getpid());
-      impl->store->set("weft/proc/" + std::to_string(world.rank), std::vector<uint8_t>(mine.begin(), mine.end()));
-      std::vector<std::string> keys;
-      for (int r = 0; r < world.world_size; ++r) keys.push_back("weft/proc/" + std::to_string(r));
-      impl->store->wait(keys, options.timeout);
-      for (int r = 0; r < world.world_size; ++r) {
-        const std::vector<uint8_t> raw = impl->store->get(keys[r]);
-        const std::string v(raw.begin(), raw.end());
-        const size_t bar = v.rfind('|');
-        if (bar != std::string::npos && v.substr(0, bar) == me) impl->pids[r] = std::stoi(v.substr(bar + 1));
+      const std::string claim = "weft/claim/" + std::to_string(world.rank);
+      if (impl->store->add(claim, 1) > 1) {
+        std::string other;
+        try {
+          impl->store->wait({keys[world.rank]}, std::min(options.timeout, std::chrono::milliseconds(2000)));
+          other = " (" + ProcRecord::Parse(impl->store->get(keys[world.rank])).Name() + ")";
+        } catch (const std::exception&) {
+        }
+        throw DistError(who + "another process" + other + " already joined the job at " + where + " as rank " +
+                        std::to_string(world.rank) +
+                        "; is a second job using the same MASTER_ADDR:MASTER_PORT? Give each job its own MASTER_PORT");
       }
+      ProcRecord mine;
+      mine.pid = static_cast<int>(getpid());
+      mine.host = HostName();
+      mine.identity = HostIdentity();
+      mine.job = options.job;
+      const std::string text = mine.Serialize();
+      impl->store->set(keys[world.rank], std::vector<uint8_t>(text.begin(), text.end()));
+      try {
+        impl->store->wait(keys, options.timeout);
+      } catch (const std::exception& e) {
+        std::vector<int> missing;
+        try {
+          for (int r = 0; r < world.world_size; ++r) {
+            if (!impl->store->check({keys[r]})) missing.push_back(r);
+          }
+        } catch (const std::exception&) {
+        }
+        std::string list;
+        for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
+        throw DistError(who + (missing.empty() ? std::string("not every rank")
+                                               : (missing.size() == 1 ? "rank " : "ranks ") + list + " of " +
+                                                     std::to_string(world.world_size)) +
+                        " did not arrive at the TCPStore on " + where +
+                        " within " + std::to_string(ElapsedMs(t0)) + " ms (timeout " +
+                        std::to_string(options.timeout.count()) +
+                        " ms); are they started, with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE=" +
+                        std::to_string(world.world_size) + "?");
+      }
+      for (int r = 0; r < world.world_size; ++r) {
+        records[r] = ProcRecord::Parse(impl->store->get(keys[r]));
+        impl->hosts[r] = records[r].host;
+        if (records[r].identity == mine.identity) impl->pids[r] = records[r].pid;
+      }
+    } catch (const DistError&) {
+      throw;
     } catch (const std::exception& e) {
-      throw DistError(who + "not every rank arrived at the TCPStore " + where + " within " +
+      throw DistError(who + "the rendezvous at the TCPStore on " + where + " failed after " +
                       std::to_string(ElapsedMs(t0)) + " ms (timeout " + std::to_string(options.timeout.count()) +
                       " ms): " + BackendMessage(e) + " (a peer may have exited)");
     }
+    CheckSameJob(world, where, records);
   }
 
-  std::shared_ptr<gloo::transport::Device> device;
-  {
-    const std::string& a = world.master_addr;
-    bool loopback = a == "127.0.0.1" || a == "localhost" || a.rfind("127.", 0) == 0;
-    device = loopback ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                      : c10d::ProcessGroupGloo::createDefaultDevice();
-  }
+  std::shared_ptr<gloo::transport::Device> device = GlooDevice(world);
 
   // Waiting ranks poll shared memory only when every busy thread of this host has its own core.
   const int64_t busy_threads = int64_t{std::max(1, world.local_world_size)} * at::get_num_threads();
@@ -388,11 +630,11 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
     AxisGroup& g = impl->Group(axis);
     g.ranks = mesh.GroupRanks(world.rank, axis);
     g.axis_rank = mesh.AxisRank(world.rank, axis);
-    LocalPeers peers;
+    GroupPeers peers;
     for (int r : g.ranks) {
-      if (r != world.rank && impl->pids[r] > 0) peers.emplace_back(r, impl->pids[r]);
+      if (r != world.rank) peers.peers.push_back({r, impl->pids[r], impl->hosts[r]});
     }
-    g.local_peers = std::make_shared<const LocalPeers>(std::move(peers));
+    g.peers = std::make_shared<const GroupPeers>(std::move(peers));
     if (g.ranks.size() < 2) continue;
     // Axes with the same member list (e.g. ring == cp when ulysses = 1) share one group.
     for (auto& b : made) {
@@ -713,7 +955,7 @@ P2PHandle DistContext::SendRecv(Axis axis, std::vector<Send> sends, std::vector<
   auto state = std::make_unique<P2PHandle::State>();
   state->context = impl_->Context(axis, op);
   state->context_failed = impl_->failed;
-  state->peers = impl_->Group(axis).local_peers;
+  state->peers = impl_->Group(axis).peers;
   state->timeout = impl_->options.timeout;
   for (const Send& s : sends) {
     if (s.dst < 0 || s.dst >= n || s.dst == me) {
@@ -761,10 +1003,10 @@ P2PHandle DistContext::SendRecv(Axis axis, std::vector<Send> sends, std::vector<
     throw;
   } catch (const std::exception& e) {
     *impl_->failed = true;
-    const std::string gone = GonePeers(*state->peers);
+    const std::string peers = DescribePeers(*state->peers);
     throw DistError(state->context + " failed posting " + where + " after " +
                     std::to_string(ElapsedMs(start)) + " ms: " + BackendMessage(e) +
-                    (gone.empty() ? "" : "; " + gone) + " (a peer may have exited)");
+                    (peers.empty() ? "" : "; " + peers) + kPeerHint);
   }
   return P2PHandle(std::move(state));
 }

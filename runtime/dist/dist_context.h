@@ -60,6 +60,13 @@ struct DistOptions {
   // uses the smallest budget of its ranks and falls back to Gloo as a whole when any rank
   // cannot map the segment (CpuTransport says why).
   int64_t shm_budget_bytes = int64_t{32} << 20;
+  // What this rank runs, as (field, value) pairs (weft-run: plan, graph, model, weights and
+  // inputs identities, seed, mesh, mode flags ...). Every rank publishes its job at the
+  // rendezvous; Create throws DistError on every rank when a rank's job differs from rank 0's,
+  // naming that rank, its host and the first differing field, so a rank of another job (two
+  // jobs on one MASTER_PORT) is refused before any collective. Empty on every rank: nothing to
+  // compare.
+  std::vector<std::pair<std::string, std::string>> job;
 };
 
 enum class ReduceKind { kSum, kMax, kMin };
@@ -97,7 +104,8 @@ class DistContext {
   // none: their collectives are local copies), each over its own PrefixStore
   // "weft/<axis>/<group index>/". Blocks until every rank has arrived or options.timeout.
   // Throws DistError: invalid world or mesh (mesh.WorldSize() != world.world_size), port in
-  // use (rank 0), store unreachable, a peer missing.
+  // use (rank 0), store unreachable, ranks missing (named), a second process claiming this
+  // rank, a rank whose DistOptions::job differs from rank 0's.
   static std::unique_ptr<DistContext> Create(const WorldConfig& world, const MeshShape& mesh,
                                              const DistOptions& options = {});
   ~DistContext();

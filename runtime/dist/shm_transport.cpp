@@ -350,7 +350,7 @@ void ShmTransport::Exchange(const std::vector<at::Tensor>& send, const std::vect
     if (s->message_bytes != f.bytes || s->offset != f.done) {
       throw ShmError("group rank " + std::to_string(j) + " sent " + std::to_string(s->message_bytes) +
                      " bytes but this rank expects " + std::to_string(f.bytes) +
-                     " (the ranks' shapes or splits disagree)");
+                     " (the ranks' shapes or splits disagree)", {j});
     }
     const int64_t len = std::min(piece, f.bytes - f.done);
     if (len > 0) {
@@ -419,16 +419,18 @@ void ShmTransport::Exchange(const std::vector<at::Tensor>& send, const std::vect
         throw ShmError("group rank " + std::to_string(j) + " (pid " + std::to_string(pids_[j]) +
                        ") exited before this exchange finished (sent it " + std::to_string(out[j].done) + " of " +
                        std::to_string(out[j].bytes) + " bytes, received " + std::to_string(in[j].done) + " of " +
-                       std::to_string(in[j].bytes) + ")");
+                       std::to_string(in[j].bytes) + ")", {j});
       }
       if (Clock::now() - start > timeout_) {
         std::string waiting;
+        std::vector<int> peers;
         for (int j = 0; j < n; ++j) {
           if (j != me && !(out[j].finished && in[j].finished)) {
             waiting += (waiting.empty() ? "" : ", ") + std::to_string(j);
+            peers.push_back(j);
           }
         }
-        throw ShmError("timed out waiting for group rank(s) " + waiting);
+        throw ShmError("timed out waiting for group rank(s) " + waiting, std::move(peers));
       }
     }
   } catch (...) {

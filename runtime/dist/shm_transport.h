@@ -41,7 +41,13 @@ namespace weft::dist {
 
 class ShmError : public std::runtime_error {
  public:
-  explicit ShmError(const std::string& message) : std::runtime_error(message) {}
+  // `peers`: the group ranks the failure is about (gone, silent, or sending the wrong size).
+  explicit ShmError(const std::string& message, std::vector<int> peers = {})
+      : std::runtime_error(message), peers_(std::move(peers)) {}
+  const std::vector<int>& peers() const { return peers_; }
+
+ private:
+  std::vector<int> peers_;
 };
 
 class ShmTransport {

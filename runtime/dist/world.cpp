@@ -105,7 +105,14 @@ WorldConfig WorldFromEnv(const std::function<const char*(const char*)>& getenv) 
       w.local_world_size = std::max(1, std::stoi(v));
     }
   }
-  if (w.rank == 0 && set("WEFT_MASTER_LISTEN_FD")) {
+  if (set("TORCHELASTIC_USE_AGENT_STORE") && std::string(getenv("TORCHELASTIC_USE_AGENT_STORE")) == "True") {
+    w.use_agent_store = true;
+    const int attempt = set("TORCHELASTIC_RESTART_COUNT")
+                            ? ParseIntVar("TORCHELASTIC_RESTART_COUNT", getenv("TORCHELASTIC_RESTART_COUNT"), 0, 1 << 20)
+                            : 0;
+    w.store_prefix = "weft-run/attempt_" + std::to_string(attempt) + "/";
+  }
+  if (w.rank == 0 && !w.use_agent_store && set("WEFT_MASTER_LISTEN_FD")) {
     const int fd = ParseIntVar("WEFT_MASTER_LISTEN_FD", getenv("WEFT_MASTER_LISTEN_FD"), 0, 1 << 20);
     struct stat st {};
     if (::fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) w.master_listen_fd = fd;
@@ -158,26 +165,58 @@ int FindFreePort(const std::string& addr) {
   return ntohs(sa.sin_port);
 }
 
-std::string HostIdentity() {
+std::string HostName() {
   char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
+  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') return "?";
+  std::string name = host;
+  for (char& c : name) {
+    if (c == '|') c = '_';
+  }
+  return name;
+}
+
+namespace {
+
+// "4026531840": the inode of a namespace link, or "?" when it cannot be read.
+std::string NamespaceInode(const char* link) {
+  struct stat st {};
+  return ::stat(link, &st) == 0 ? std::to_string(st.st_ino) : "?";
+}
+
+// The state letter of /proc/<pid>/stat ("pid (comm) S ..."; it follows the last ')'), or 0.
+char ProcessStateLetter(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return 0;
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return 0;
+  return line[close + 2];
+}
+
+}  // namespace
+
+std::string HostIdentity() {
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
   std::string boot_id;
   std::getline(boot, boot_id);
-  return std::string(host) + "|" + boot_id;
+  struct stat shm {};
+  const std::string shm_id =
+      ::stat("/dev/shm", &shm) == 0 ? std::to_string(shm.st_dev) + ":" + std::to_string(shm.st_ino) : "?";
+  return HostName() + "|" + boot_id + "|net:" + NamespaceInode("/proc/self/ns/net") +
+         "|pid:" + NamespaceInode("/proc/self/ns/pid") + "|shm:" + shm_id;
 }
 
 bool ProcessGone(int pid) {
   if (pid <= 0) return false;
   if (kill(pid, 0) != 0 && errno == ESRCH) return true;
-  // /proc/<pid>/stat is "pid (comm) S ...": the state letter follows the last ')'.
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return false;
-  const size_t close = line.rfind(')');
-  if (close == std::string::npos || close + 2 >= line.size()) return false;
-  const char state = line[close + 2];
+  const char state = ProcessStateLetter(pid);
   return state == 'Z' || state == 'X';
+}
+
+bool ProcessStopped(int pid) {
+  if (pid <= 0) return false;
+  const char state = ProcessStateLetter(pid);
+  return state == 'T' || state == 't';
 }
 
 }  // namespace weft::dist

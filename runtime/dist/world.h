@@ -20,6 +20,12 @@ struct WorldConfig {
   // (WEFT_MASTER_LISTEN_FD, set by the launcher with LaunchOptions::pass_listen_fd). -1: none,
   // rank 0 binds master_port itself.
   int master_listen_fd = -1;
+  // Under torchrun (TORCHELASTIC_USE_AGENT_STORE=True): the agent already serves the store on
+  // MASTER_PORT, so every rank, rank 0 too, connects to it as a client, and weft's keys live
+  // under `store_prefix` ("weft-run/attempt_<TORCHELASTIC_RESTART_COUNT>/") so that a restarted
+  // attempt never reads the keys of the one before.
+  bool use_agent_store = false;
+  std::string store_prefix;
 };
 
 // Reads the torchrun / weft-run environment: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
@@ -30,7 +36,8 @@ struct WorldConfig {
 // DistError with a message naming the variable and its value when one is missing,
 // non-numeric, out of range (port outside 1..65535, RANK >= WORLD_SIZE, WORLD_SIZE < 1,
 // LOCAL_RANK >= LOCAL_WORLD_SIZE). On rank 0, WEFT_MASTER_LISTEN_FD (when it names an open
-// socket) sets master_listen_fd. `getenv` is injectable for tests.
+// socket) sets master_listen_fd. TORCHELASTIC_USE_AGENT_STORE=True (torchrun's workers) sets
+// use_agent_store and store_prefix. `getenv` is injectable for tests.
 WorldConfig WorldFromEnv();
 WorldConfig WorldFromEnv(const std::function<const char*(const char*)>& getenv);
 
@@ -48,14 +55,25 @@ void ValidateWorld(const WorldConfig& world);
 // never oversubscribe the CPU.
 int DefaultThreadsPerRank(int local_world_size);
 
-// What identifies this host for shared memory and process liveness: hostname and the kernel's
-// boot id, e.g. "node7|4f1c...". Equal on two ranks exactly when they can share /dev/shm and
-// see each other's pids.
+// What identifies this host for shared memory and process liveness, e.g.
+// "node7|4f1c...|net:4026531840|pid:4026531836|shm:23:1": the hostname, the kernel's boot id,
+// the network and pid namespaces (inode numbers of /proc/self/ns/{net,pid}) and the /dev/shm
+// file system (device:inode). Equal on two ranks exactly when they can share /dev/shm and see
+// each other's pids. Containers, or network namespaces made into separate hosts on one kernel
+// (tests/multihost), share the boot id but not the namespaces, so they count as different
+// hosts even where their hostnames agree. Never contains a `|` in the hostname part.
 std::string HostIdentity();
+
+// This host's name (gethostname), for messages; "?" when unknown.
+std::string HostName();
 
 // True when process `pid` of this host has exited: no such process, or a zombie its parent has
 // not reaped yet (kill(pid, 0) still succeeds on those). False for pid <= 0 (unknown).
 bool ProcessGone(int pid);
+
+// True when process `pid` of this host is stopped (SIGSTOP, SIGTSTP, a debugger): state T or t
+// in /proc/<pid>/stat. False for pid <= 0, a running or a gone process.
+bool ProcessStopped(int pid);
 
 // Binds 127.0.0.1 (or `addr`) port 0, reads the port the kernel chose and closes the socket.
 // Another process may take the port before it is used again; the window is small.

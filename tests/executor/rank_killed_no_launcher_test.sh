@@ -31,7 +31,7 @@ status=$?
 seconds=$(( $(date +%s) - killed_at ))
 tail -n 2 "$dir/rank0.log"
 if [ "$status" -eq 0 ]; then echo "FAIL: the survivor exited 0"; exit 1; fi
-if ! grep -Eq "rank 0: .* failed after [0-9]+ ms \(timeout 30000 ms\): .*rank 1 \(pid [0-9]+\) (exited|is no longer running)" "$dir/rank0.log"; then
+if ! grep -Eq "rank 0: .* failed after [0-9]+ ms \(timeout 30000 ms\): .*rank 1 \(pid [0-9]+[^)]*\) (exited|is no longer running)" "$dir/rank0.log"; then
   echo "FAIL: the survivor did not name the dead rank"; exit 1
 fi
 if [ "$seconds" -gt 10 ]; then echo "FAIL: the survivor took ${seconds}s to exit (timeout 30 s)"; exit 1; fi

@@ -43,7 +43,11 @@ namespace weft::testing {
 
 struct MultiRankOptions {
   // Collective / rendezvous timeout inside each rank (short, so a broken peer fails fast).
-  dist::DistOptions dist{std::chrono::seconds(15)};
+  dist::DistOptions dist = [] {
+    dist::DistOptions d;
+    d.timeout = std::chrono::seconds(15);
+    return d;
+  }();
   // Hard limit for the whole run; ranks still alive then are SIGKILLed.
   std::chrono::milliseconds deadline{std::chrono::seconds(60)};
   // After the first rank fails, the others get this long to notice and exit on their own.
