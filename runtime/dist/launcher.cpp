@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
@@ -34,15 +35,77 @@ void OnSignal(int sig) { g_pending_signal = sig; }
 struct Stream {
   int fd = -1;
   std::string partial;
-  std::ostream* sink = nullptr;
+  std::ostream* sink = nullptr;  // null: the error channel, kept in Rank::error
+  bool raw = false;              // written as is, no prefix (rank 0's stdout for tools)
 };
 
 struct Rank {
   pid_t pid = -1;
   bool exited = false;
   int status = 0;
-  Stream streams[2];
+  Stream streams[3];  // stdout, stderr, error channel
+  std::string error;  // what arrived on the error channel
 };
+
+// "0-3", "0,2,5-7": ranks (sorted) as ranges.
+std::string RankRanges(const std::vector<int>& ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    s += (s.empty() ? "" : ",") + std::to_string(ranks[i]) + (j > i ? "-" + std::to_string(ranks[j]) : "");
+    i = j + 1;
+  }
+  return s;
+}
+
+// The error text with a leading "rank <rank>: " (after any "weft-run: error: ") removed, so
+// that the same error raised by every rank reads the same.
+std::string WithoutOwnRank(const std::string& text, int rank) {
+  const std::string own = "rank " + std::to_string(rank) + ": ";
+  for (const std::string& lead : {std::string("weft-run: error: "), std::string("weft-run: "), std::string()}) {
+    if (text.compare(0, lead.size(), lead) == 0 && text.compare(lead.size(), own.size(), own) == 0) {
+      return text.substr(0, lead.size()) + text.substr(lead.size() + own.size());
+    }
+  }
+  return text;
+}
+
+// Each line of `text` (a trailing newline ignored) with `prefix`.
+void PrintPrefixed(std::ostream& out, const std::string& prefix, const std::string& text) {
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t nl = text.find('\n', start);
+    if (nl == std::string::npos) nl = text.size();
+    out << prefix;
+    out.write(text.data() + start, static_cast<std::streamsize>(nl - start));
+    out << "\n";
+    start = nl + 1;
+  }
+}
+
+// Every rank's last words, each distinct one once, with the ranks that sent it.
+void PrintErrors(std::ostream& err, const std::vector<Rank>& ranks) {
+  std::vector<std::pair<std::string, std::vector<int>>> groups;  // normalized text -> ranks, in rank order
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    if (ranks[r].error.empty()) continue;
+    const std::string key = WithoutOwnRank(ranks[r].error, static_cast<int>(r));
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == key; });
+    if (it == groups.end()) {
+      groups.emplace_back(key, std::vector<int>{static_cast<int>(r)});
+    } else {
+      it->second.push_back(static_cast<int>(r));
+    }
+  }
+  for (const auto& [key, who] : groups) {
+    if (who.size() == 1) {
+      PrintPrefixed(err, "[rank " + std::to_string(who[0]) + "] ", ranks[who[0]].error);
+    } else {
+      PrintPrefixed(err, "[ranks " + RankRanges(who) + "] ", key);
+    }
+  }
+  err.flush();
+}
 
 std::string DescribeStatus(int rank, int status) {
   if (WIFSIGNALED(status)) {
@@ -55,8 +118,18 @@ std::string DescribeStatus(int rank, int status) {
 
 bool Failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
 
-// Writes complete lines with the rank prefix; keeps the tail for later.
-void Emit(Stream& s, int rank, const char* data, size_t n, bool flush_tail) {
+// Writes complete lines with the rank prefix; keeps the tail for later. A raw stream is copied
+// as is; the error channel collects into `error`.
+void Emit(Stream& s, int rank, const char* data, size_t n, bool flush_tail, std::string& error) {
+  if (s.sink == nullptr) {
+    error.append(data, n);
+    return;
+  }
+  if (s.raw) {
+    s.sink->write(data, static_cast<std::streamsize>(n));
+    s.sink->flush();
+    return;
+  }
   s.partial.append(data, n);
   size_t start = 0;
   while (true) {
@@ -105,7 +178,8 @@ LaunchResult Launch(const LaunchOptions& opt) {
 
   // Environment of every rank: ours minus the keys we set, plus them.
   std::set<std::string> ours = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                                "MASTER_PORT", "WEFT_THREADS", "OMP_NUM_THREADS", "WEFT_MASTER_LISTEN_FD"};
+                                "MASTER_PORT", "WEFT_THREADS", "OMP_NUM_THREADS", "WEFT_MASTER_LISTEN_FD",
+                                "WEFT_ERROR_FD"};
   for (const auto& kv : opt.env) ours.insert(kv.first);
   std::vector<std::string> base_env;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -134,20 +208,26 @@ LaunchResult Launch(const LaunchOptions& opt) {
   out.flush();
   err.flush();
   std::vector<Rank> ranks(opt.nproc);
+  for (Rank& rk : ranks) rk.exited = true;  // until started
+  const bool channel = opt.prefix_output && opt.error_channel;
+  int started = 0;
   for (int r = 0; r < opt.nproc; ++r) {
+    // A SIGINT/SIGTERM while ranks start: start no more (the loop below forwards it).
+    if (g_pending_signal != 0) break;
+    int pipes[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
+    if (opt.prefix_output) {
+      for (int k = 0; k < (channel ? 3 : 2); ++k) {
+        if (::pipe2(pipes[k], O_CLOEXEC) != 0) throw DistError(std::string("launcher: pipe: ") + std::strerror(errno));
+      }
+    }
     std::vector<std::string> env = base_env;
     env.push_back("RANK=" + std::to_string(r));
     env.push_back("LOCAL_RANK=" + std::to_string(r));
     if (r == 0 && listen_fd >= 0) env.push_back("WEFT_MASTER_LISTEN_FD=" + std::to_string(listen_fd));
+    if (channel) env.push_back("WEFT_ERROR_FD=" + std::to_string(pipes[2][1]));
     std::vector<char*> envp;
     for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
     envp.push_back(nullptr);
-    int pipes[2][2] = {{-1, -1}, {-1, -1}};
-    if (opt.prefix_output) {
-      for (auto& p : pipes) {
-        if (::pipe2(p, O_CLOEXEC) != 0) throw DistError(std::string("launcher: pipe: ") + std::strerror(errno));
-      }
-    }
     pid_t pid = ::fork();
     if (pid < 0) throw DistError(std::string("launcher: fork: ") + std::strerror(errno));
     if (pid == 0) {
@@ -159,6 +239,7 @@ LaunchResult Launch(const LaunchOptions& opt) {
         ::dup2(pipes[0][1], 1);
         ::dup2(pipes[1][1], 2);
       }
+      if (channel) ::fcntl(pipes[2][1], F_SETFD, 0);  // the error channel survives exec
       ::execvpe(argv[0], argv.data(), envp.data());
       std::string msg = "weft-run: cannot start `" + opt.argv[0] + "`: " + std::strerror(errno) + "\n";
       ssize_t ignored = ::write(2, msg.data(), msg.size());
@@ -166,22 +247,30 @@ LaunchResult Launch(const LaunchOptions& opt) {
       ::_exit(127);
     }
     ranks[r].pid = pid;
+    ranks[r].exited = false;
+    ++started;
     if (opt.prefix_output) {
       ::close(pipes[0][1]);
       ::close(pipes[1][1]);
-      ranks[r].streams[0] = Stream{pipes[0][0], "", &out};
-      ranks[r].streams[1] = Stream{pipes[1][0], "", &err};
+      const bool raw = opt.stdout_from_rank0 && r == 0;
+      ranks[r].streams[0] = Stream{pipes[0][0], "", opt.stdout_from_rank0 && r != 0 ? &err : &out, raw};
+      ranks[r].streams[1] = Stream{pipes[1][0], "", &err, false};
+      if (channel) {
+        ::close(pipes[2][1]);
+        ranks[r].streams[2] = Stream{pipes[2][0], "", nullptr, false};
+      }
     }
   }
 
   if (listen_fd >= 0) ::close(listen_fd);  // rank 0 holds it now
   LaunchResult result;
-  int alive = opt.nproc;
+  int alive = started;
   bool stopping = false;
+  Clock::time_point term_at = Clock::time_point::max();
   Clock::time_point kill_at = Clock::time_point::max();
   auto stop_others = [&](int sig) {
     for (Rank& rk : ranks) {
-      if (!rk.exited) ::kill(rk.pid, sig);
+      if (!rk.exited && rk.pid > 0) ::kill(rk.pid, sig);
     }
   };
   while (true) {
@@ -189,7 +278,7 @@ LaunchResult Launch(const LaunchOptions& opt) {
     std::vector<pollfd> fds;
     std::vector<std::pair<int, int>> who;
     for (int r = 0; r < opt.nproc; ++r) {
-      for (int s = 0; s < 2; ++s) {
+      for (int s = 0; s < 3; ++s) {
         if (ranks[r].streams[s].fd >= 0) {
           fds.push_back({ranks[r].streams[s].fd, POLLIN, 0});
           who.emplace_back(r, s);
@@ -200,13 +289,14 @@ LaunchResult Launch(const LaunchOptions& opt) {
       int n = ::poll(fds.data(), fds.size(), alive > 0 ? 20 : 200);
       for (size_t i = 0; n > 0 && i < fds.size(); ++i) {
         if (fds[i].revents == 0) continue;
-        Stream& st = ranks[who[i].first].streams[who[i].second];
+        Rank& owner = ranks[who[i].first];
+        Stream& st = owner.streams[who[i].second];
         char buf[65536];
         ssize_t got = ::read(st.fd, buf, sizeof buf);
         if (got > 0) {
-          Emit(st, who[i].first, buf, static_cast<size_t>(got), false);
+          Emit(st, who[i].first, buf, static_cast<size_t>(got), false, owner.error);
         } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
-          Emit(st, who[i].first, "", 0, true);
+          Emit(st, who[i].first, "", 0, true, owner.error);
           ::close(st.fd);
           st.fd = -1;
         }
@@ -216,7 +306,7 @@ LaunchResult Launch(const LaunchOptions& opt) {
         for (Rank& rk : ranks) {
           for (Stream& st : rk.streams) {
             if (st.fd >= 0) {
-              Emit(st, static_cast<int>(&rk - ranks.data()), "", 0, true);
+              Emit(st, static_cast<int>(&rk - ranks.data()), "", 0, true, rk.error);
               ::close(st.fd);
               st.fd = -1;
             }
@@ -236,6 +326,7 @@ LaunchResult Launch(const LaunchOptions& opt) {
       }
       stop_others(sig);
       stopping = true;
+      term_at = Clock::time_point::max();
       kill_at = std::min(kill_at, Clock::now() + opt.grace);
     }
     for (int r = 0; r < opt.nproc; ++r) {
@@ -254,9 +345,15 @@ LaunchResult Launch(const LaunchOptions& opt) {
         if (alive > 0) err << "; stopping " << alive << " other rank" << (alive == 1 ? "" : "s");
         err << std::endl;
         stopping = true;
-        stop_others(SIGTERM);
-        kill_at = Clock::now() + opt.grace;
+        // The others may be about to end by themselves (the same error, or this rank's death
+        // seen by a collective): their own last words say more than SIGTERM would.
+        term_at = Clock::now() + opt.settle;
       }
+    }
+    if (alive > 0 && Clock::now() >= term_at) {
+      stop_others(SIGTERM);
+      term_at = Clock::time_point::max();
+      kill_at = Clock::now() + opt.grace;
     }
     if (alive > 0 && Clock::now() >= kill_at) {
       err << "weft-run: " << alive << " rank" << (alive == 1 ? "" : "s")
@@ -265,9 +362,10 @@ LaunchResult Launch(const LaunchOptions& opt) {
       kill_at = Clock::time_point::max();
     }
     bool open = false;
-    for (Rank& rk : ranks) open = open || rk.streams[0].fd >= 0 || rk.streams[1].fd >= 0;
+    for (Rank& rk : ranks) open = open || rk.streams[0].fd >= 0 || rk.streams[1].fd >= 0 || rk.streams[2].fd >= 0;
     if (alive == 0 && !open) break;
   }
+  PrintErrors(err, ranks);
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
   return result;

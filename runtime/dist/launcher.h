@@ -25,6 +25,19 @@ struct LaunchOptions {
   // Prefix every line a rank prints with "[rank k] " (stdout to out, stderr to err).
   // Off: ranks inherit the launcher's stdout and stderr.
   bool prefix_output = true;
+  // With prefix_output: rank 0's stdout goes to `out` byte for byte, unprefixed (output meant
+  // for tools, e.g. one JSON document), and the other ranks' stdout lines go to `err` with their
+  // prefix, so `out` holds exactly what rank 0 wrote.
+  bool stdout_from_rank0 = false;
+  // With prefix_output: every rank gets an error channel, a pipe named by WEFT_ERROR_FD, for its
+  // last words (one message, possibly several lines, written before it exits non-zero). When
+  // every rank has exited the launcher prints each distinct message once on `err`, prefixed
+  // with the ranks that sent it ("[ranks 0-3] ", "[rank 2] "); messages that differ only in a
+  // leading "rank <own rank>: " count as the same.
+  bool error_channel = false;
+  // After the first rank fails the others get this long to end by themselves (an error every
+  // rank raises, a peer's death they detect) before they are stopped.
+  std::chrono::milliseconds settle{std::chrono::seconds(1)};
   // After a rank fails, the others get SIGTERM, then SIGKILL after this grace period.
   std::chrono::milliseconds grace{std::chrono::seconds(3)};
   // Extra environment for every rank, on top of the launcher's own.
@@ -45,10 +58,12 @@ struct LaunchResult {
 
 // Sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, WEFT_THREADS
 // and OMP_NUM_THREADS for each rank, starts them, forwards SIGINT/SIGTERM received by this
-// process to every rank, and waits. When a rank exits non-zero or by a signal, reports it on
-// `err` ("weft-run: rank 2 exited with code 7; stopping 3 other ranks"), stops the rest
-// (SIGTERM, then SIGKILL after `grace`) and returns. Throws DistError if a rank cannot be
-// started (fork failure) or the options are invalid (nproc < 1, empty argv).
+// process to every rank, and waits. A SIGINT/SIGTERM that arrives while ranks are still being
+// started stops the starting: no further rank is started. When a rank exits non-zero or by a
+// signal, reports it on `err` ("weft-run: rank 2 exited with code 7; stopping 3 other ranks"),
+// stops the rest (after `settle`: SIGTERM, then SIGKILL after `grace`) and returns. Throws
+// DistError if a rank cannot be started (fork failure) or the options are invalid (nproc < 1,
+// empty argv).
 LaunchResult Launch(const LaunchOptions& options);
 
 // Absolute path of the running program (/proc/self/exe), or `fallback` when it cannot be read.
