@@ -91,7 +91,7 @@ void GatherHook::PostForward(nn::Module& module, const nn::Args&, nn::Outputs& o
     outputs[gather_.output] = uneven_ ? ctx_.AllGatherUneven(dist::Axis::kCp, local, gather_.dim)
                                       : ctx_.AllGather(dist::Axis::kCp, local, gather_.dim);
   } catch (const std::exception& e) {
-    throw ExecError(where + ": gather of output " + std::to_string(gather_.output) + " failed: " + e.what());
+    throw ExecError(where + ": gather of output " + std::to_string(gather_.output) + " failed: " + ErrorText(e));
   }
 }
 
@@ -126,7 +126,7 @@ at::Tensor CpAttentionKernel::Run(const at::Tensor& q, const at::Tensor& k, cons
     throw;
   } catch (const std::exception& e) {
     throw ExecError(Where(ctx_, site_, attention_.origin) + ": " + std::string(plan::AttentionModeName(attention_.mode)) +
-                    " attention failed: " + e.what());
+                    " attention failed: " + ErrorText(e));
   }
 }
 

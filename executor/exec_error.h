@@ -1,6 +1,9 @@
 #pragma once
 
+#include <c10/util/Exception.h>
+
 #include <stdexcept>
+#include <string>
 
 namespace weft::exec {
 
@@ -10,5 +13,12 @@ class ExecError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// An exception's message for a user: LibTorch's own text without the C++ backtrace c10 appends
+// to what() (some 50 frames), anything else's what().
+inline std::string ErrorText(const std::exception& e) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) return c10_error->what_without_backtrace();
+  return e.what();
+}
 
 }  // namespace weft::exec

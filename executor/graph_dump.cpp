@@ -386,6 +386,12 @@ model::ModelGraph DumpModelGraphForRun(const models::ModelSpec& spec, const std:
                  "traced by weft-run from the model " + spec.ToString());
 }
 
+model::ModelGraph TraceModelGraphAt(const models::ModelSpec& spec, const model::Workload& workload) {
+  std::unique_ptr<nn::Module> model = models::CreateModel(spec);
+  return BuildModelGraph(*model, spec.family, {workload}, models::PublishedName(spec),
+                         "traced by weft-run from the model " + spec.ToString());
+}
+
 std::string ModelGraphHash(const models::ModelSpec& spec) {
   // The hash covers structure only, not traces, so the smallest input that runs every site does.
   models::Workload smallest;

@@ -32,6 +32,11 @@ std::string ModelGraphHash(const models::ModelSpec& spec);
 // 832x480x81 for real widths, smaller for small ones).
 model::ModelGraph DumpModelGraphForRun(const models::ModelSpec& spec, const std::string& data_dir);
 
+// The graph of `spec` traced at one graph workload (its name and params, e.g. a plan's): the
+// shapes weft-run's inputs for that workload give (WorkloadFromGraph). Throws
+// std::invalid_argument when the workload lacks a size the model needs.
+model::ModelGraph TraceModelGraphAt(const models::ModelSpec& spec, const model::Workload& workload);
+
 // tools/model_configs/<PublishedName(spec)>.json in `data_dir`, or "" when there is none.
 std::string ModelConfigFileFor(const models::ModelSpec& spec, const std::string& data_dir);
 

@@ -38,7 +38,7 @@ class RowwiseReduceHook : public nn::Hook {
     try {
       ctx_.AllReduce(dist::Axis::kTp, out);
     } catch (const std::exception& e) {
-      throw ExecError(Where(ctx_, module.fqn(), origin_) + ": rowwise all-reduce failed: " + e.what());
+      throw ExecError(Where(ctx_, module.fqn(), origin_) + ": rowwise all-reduce failed: " + ErrorText(e));
     }
     outputs[0] = bias_.defined() ? out + bias_ : out;
   }

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "compiler/compile.h"
+#include "executor/plan_check.h"
 #include "runtime/dist/launcher.h"
 
 namespace weft::exec {
@@ -77,17 +78,28 @@ LoadedPlan LoadPlan(const PlanRequest& request) {
     }
     loaded.plan = std::move(*read.plan);
     loaded.hash = plan::PlanContentHash(loaded.plan);
+    if (!request.model_graph_hash.empty() && !loaded.plan.graph_hash.empty() &&
+        loaded.plan.graph_hash != request.model_graph_hash) {
+      throw std::runtime_error("compiled plan `" + request.compiled_file + "`: the plan was compiled against graph " +
+                               loaded.plan.graph_hash + " but the model's graph is " + request.model_graph_hash +
+                               " (recompile the plan for this model and config)");
+    }
+    if (request.model) CheckPlanAgainstModel(loaded.plan, *request.model, "compiled plan `" + request.compiled_file + "`");
     return loaded;
   }
   model::GraphReadResult graph;
   if (request.graph) {
-    graph.graph = *request.graph;
+    for (const std::string& problem : model::CheckGraph(*request.graph)) {
+      graph.errors.push_back(model::GraphError{"", problem});
+    }
+    if (graph.errors.empty()) graph.graph = *request.graph;
   } else {
     graph = model::ReadGraphFile(request.graph_file);
   }
   if (!graph.graph) {
-    std::string message = "cannot use graph `" + request.graph_file + "`:";
-    for (const model::GraphError& e : graph.errors) message += "\n  " + model::FormatGraphError(request.graph_file, e);
+    const std::string name = request.graph ? "<graph " + request.graph->name + ", traced from the model>" : request.graph_file;
+    std::string message = "cannot use graph `" + name + "`:";
+    for (const model::GraphError& e : graph.errors) message += "\n  " + model::FormatGraphError(name, e);
     throw std::runtime_error(message);
   }
   const model::Workload* workload = request.workload.empty() ? (graph.graph->workloads.empty() ? nullptr : &graph.graph->workloads[0])
@@ -126,6 +138,11 @@ LoadedPlan LoadPlan(const PlanRequest& request) {
   }
   loaded.plan = std::move(*compiled);
   loaded.hash = plan::PlanContentHash(loaded.plan);
+  if (request.model) {
+    const std::string graph_name = request.graph ? "the graph traced from " + request.model->ToString()
+                                                 : "graph `" + request.graph_file + "`";
+    CheckPlanAgainstModel(loaded.plan, *request.model, "plan `" + request.plan_file + "` compiled against " + graph_name);
+  }
   return loaded;
 }
 

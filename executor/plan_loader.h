@@ -21,6 +21,14 @@ struct PlanRequest {
   std::string workload;       // graph workload to compile for ("" = the graph's first)
   plan::Mesh mesh;            // axes + flags
   int64_t activation_bytes = 2;  // element size of the run's activations (cost model)
+  // The model the plan will run on. When set, the plan (compiled here or read) must be what the
+  // compiler gives for this model traced at the plan's workload (CheckPlanAgainstModel,
+  // executor/plan_check.h): an edited compiled plan, or a graph file whose traces are not the
+  // model's, is refused before anything runs.
+  std::optional<models::ModelSpec> model;
+  // ModelGraphHash of `model` when known: a compiled plan whose graph hash differs is refused
+  // first, with the shorter message (compiled for another config of the class).
+  std::string model_graph_hash;
 };
 
 struct LoadedPlan {
@@ -31,7 +39,8 @@ struct LoadedPlan {
 
 // Compiles or reads the plan. On a problem, throws std::runtime_error whose message holds the
 // rendered diagnostics (file:line:col: error: ... with the source line and caret), so a bad
-// plan reads the same from weft-run as from `weft check`.
+// plan reads the same from weft-run as from `weft check`. An in-memory `graph` must pass
+// model::CheckGraph first, as a graph file must pass the reader's checks.
 LoadedPlan LoadPlan(const PlanRequest& request);
 
 // The directory weft-run finds plans/ and graphs/ in: $WEFT_DATA_DIR, else the source tree

@@ -50,7 +50,14 @@ nn::Args LoadInputs(const JobOptions& options, const nn::Module& model) {
     return args;
   }
   io::SafetensorsFile file = io::SafetensorsFile::Open(options.inputs);
-  for (const std::string& key : file.Keys()) args.Set(key, prepare(key, file.Load(key)));
+  std::vector<std::pair<std::string, at::Tensor>> loaded;
+  for (const std::string& key : file.Keys()) loaded.emplace_back(key, file.Load(key));
+  try {
+    models::CheckInputs(model, loaded);  // one clear sentence, not a LibTorch error from deep inside
+  } catch (const std::invalid_argument& e) {
+    throw ExecError("--inputs " + options.inputs + ": " + e.what());
+  }
+  for (auto& [key, tensor] : loaded) args.Set(key, prepare(key, tensor));
   return args;
 }
 
@@ -100,6 +107,21 @@ bool BuildModel(const JobOptions& options, const plan::ExecutionPlan* plan, cons
   return streamed;
 }
 
+// A NaN or infinity in the output is wrong whatever --check says, so every run looks (every rank
+// the same: the counts are all-reduced, so all exit alike).
+void CheckFinite(dist::DistContext& ctx, const at::Tensor& output, const JobOptions& options) {
+  at::Tensor counts = at::stack({at::isnan(output).sum(), at::isinf(output).sum()}).to(at::kDouble).cpu().contiguous();
+  ctx.AllReduce(dist::Axis::kWorld, counts, dist::ReduceKind::kMax);
+  const int64_t nan = static_cast<int64_t>(counts[0].item<double>());
+  const int64_t inf = static_cast<int64_t>(counts[1].item<double>());
+  if (nan == 0 && inf == 0) return;
+  throw ExecError("the output of " + options.model.ToString() + " (" + std::string(c10::toString(options.dtype)) + ", " +
+                  c10::str(output.sizes()) + ") has " + std::to_string(nan) + " NaN and " + std::to_string(inf) +
+                  " infinite value(s) of " + std::to_string(output.numel()) +
+                  ": the weights or inputs hold non-finite values, or the computation overflows" +
+                  (options.dtype == at::kFloat ? "" : " (try --dtype fp32)"));
+}
+
 }  // namespace
 
 JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const JobOptions& options) {
@@ -146,6 +168,7 @@ JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const 
     tracer.Write(options.trace + ".rank" + std::to_string(ctx.rank()) + ".json");
   }
   if (leader && !options.output.empty()) io::WriteSafetensors(options.output, {{"output", output.cpu()}});
+  CheckFinite(ctx, output, options);
 
   if (options.check) {
     const bool tp = plan.mesh.Tp() > 1;

@@ -13,21 +13,34 @@
 // --nproc times with the rank environment.
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
+#include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <random>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <c10/util/Exception.h>
 #include <torch/version.h>  // TORCH_VERSION only
 
 #include "compiler/source/version.h"
 #include "compiler/model/graph_json.h"
+#include "compiler/plan/mesh_spec.h"
+#include "compiler/source/sha256.h"
 #include "executor/allocator_policy.h"
 #include "executor/device.h"
 #include "executor/graph_dump.h"
+#include "executor/job_identity.h"
 #include "executor/model_dir.h"
 #include "executor/plan_loader.h"
 #include "executor/program_job.h"
@@ -46,7 +59,9 @@ struct RunOptions {
   int nproc = 0;
   std::string mesh;
   std::string mesh_order;
-  int timeout_ms = 30000;
+  // Collective timeout: --timeout (seconds), --timeout-ms, WEFT_TIMEOUT_S, else 30 s.
+  double timeout_s = 0;
+  int timeout_ms = 0;
   int threads = 0;
   bool no_prefix = false;
   bool smoke = false;
@@ -72,6 +87,7 @@ struct RunOptions {
   std::string output;
   bool check = false;
   double tolerance = 0;
+  bool tolerance_given = false;
   int iters = 1;
   int warmup = 0;
   std::string trace;
@@ -92,20 +108,67 @@ std::string VersionText() {
   return s + ")";
 }
 
+// A mistake in the command line or the environment: reported as "weft-run: <message>", exit 2.
+class UsageError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+dist::Axis AxisNamed(std::string_view name) {
+  return name == plan::kRingAxis ? dist::Axis::kRing : name == plan::kUlyssesAxis ? dist::Axis::kUlysses : dist::Axis::kTp;
+}
+
+// --mesh through the compiler's one mesh parser (compiler/plan/mesh_spec.h), so `weft` and
+// `weft-run` accept the same text and refuse it with the same message.
+dist::MeshShape ParseMesh(const std::string& text) {
+  std::string error;
+  const std::optional<plan::MeshSpec> spec = plan::ParseMeshSpec(text, &error);
+  if (!spec) throw UsageError(error);
+  dist::MeshShape shape;
+  shape.ring = static_cast<int>(spec->ring);
+  shape.ulysses = static_cast<int>(spec->ulysses);
+  shape.tp = static_cast<int>(spec->tp);
+  for (size_t i = 0; i < 3; ++i) shape.order[i] = AxisNamed(spec->order[i]);
+  return shape;
+}
+
 // The mesh this run uses. Without --mesh: ring=2,ulysses=2 for 4 ranks (the default job),
 // else ulysses=N.
 dist::MeshShape ResolveMesh(const RunOptions& o, int world_size) {
   dist::MeshShape shape;
   if (!o.mesh.empty()) {
-    shape = dist::ParseMeshShape(o.mesh);
+    shape = ParseMesh(o.mesh);
   } else if (world_size == 4) {
     shape.ring = 2;
     shape.ulysses = 2;
   } else {
     shape.ulysses = world_size;
   }
-  if (!o.mesh_order.empty()) shape.order = dist::ParseMeshOrder(o.mesh_order);
+  if (!o.mesh_order.empty()) {
+    std::string error;
+    const auto order = plan::ParseMeshOrder(o.mesh_order, &error, "--mesh-order: ");
+    if (!order) throw UsageError(error);
+    for (size_t i = 0; i < 3; ++i) shape.order[i] = AxisNamed((*order)[i]);
+  }
   return shape;
+}
+
+// The collective (and rendezvous) timeout: --timeout SECONDS, --timeout-ms, else the
+// environment's WEFT_TIMEOUT_S (seconds; c10d has no environment variable of its own for it),
+// else 30 s.
+std::chrono::milliseconds CollectiveTimeout(const RunOptions& o) {
+  if (o.timeout_s > 0) return std::chrono::milliseconds(std::llround(o.timeout_s * 1000));
+  if (o.timeout_ms > 0) return std::chrono::milliseconds(o.timeout_ms);
+  if (const char* env = std::getenv("WEFT_TIMEOUT_S"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const double seconds = std::strtod(env, &end);
+    if (end == env || *end != '\0' || !(seconds >= 0.1 && seconds <= 86400)) {
+      throw UsageError(std::string("environment variable WEFT_TIMEOUT_S=`") + env +
+                       "` is not a number of seconds in 0.1..86400");
+    }
+    return std::chrono::milliseconds(std::llround(seconds * 1000));
+  }
+  return std::chrono::seconds(30);
 }
 
 // The model of the job and its weight files: --model-dir (a diffusers save_pretrained
@@ -149,6 +212,8 @@ exec::LoadedPlan LoadJobPlan(const RunOptions& o, const JobModel& model, const d
   request.mesh.convert_to_fp32 = !o.no_fp32_merge;
   request.mesh.rotate_method = *plan::ParseRotateMethod(o.rotate);
   request.activation_bytes = o.dtype == "fp32" ? 4 : 2;
+  request.model = spec;  // re-derived from the model itself: no edited plan or graph runs
+  request.model_graph_hash = model.graph_hash;
   return exec::LoadPlan(request);
 }
 
@@ -162,7 +227,7 @@ exec::JobOptions JobOptionsFrom(const RunOptions& o, const JobModel& model, cons
   j.seed = o.seed;
   j.dtype = o.dtype == "bf16" ? at::kBFloat16 : at::kFloat;
   j.check = o.check;
-  if (o.tolerance > 0) j.tolerance = o.tolerance;
+  if (o.tolerance_given) j.tolerance = o.tolerance;
   j.warmup = o.warmup;
   j.iters = o.iters;
   j.trace = o.trace;
@@ -171,6 +236,43 @@ exec::JobOptions JobOptionsFrom(const RunOptions& o, const JobModel& model, cons
   j.plan_hash = loaded.hash;
   j.model_graph_hash = model.graph_hash;
   return j;
+}
+
+// What this rank runs, for the rendezvous to compare across ranks (dist::DistOptions::job):
+// the launch, the kind of job, mesh and mode flags, model and its config, plan and graph,
+// weights and inputs by content (FileIdentity), seed and iterations. `model` and `loaded` are
+// null for the smoke and program jobs.
+exec::JobIdentity JobIdentityOf(const RunOptions& o, const dist::MeshShape& shape, const JobModel* model,
+                                const exec::LoadedPlan* loaded) {
+  exec::JobIdentity id;
+  auto add = [&](const std::string& key, const std::string& value) { id.emplace_back(key, value); };
+  if (const std::string launch = exec::LaunchId(); !launch.empty()) add("launch", launch);
+  add("weft-run", kVersion);
+  add("job", o.smoke ? "smoke" : !o.program.empty() ? "program" : "model");
+  add("mesh", shape.ToString());
+  add("device", o.device);
+  add("dtype", o.dtype_given || o.program.empty() ? o.dtype : "the program's");
+  add("modes", std::string(o.ulysses_anything ? "ulysses-anything " : "") + (o.ring_anything ? "ring-anything " : "") +
+                   "rotate=" + o.rotate + (o.no_fp32_merge ? " no-fp32-merge" : "") + (o.unfused ? " unfused" : ""));
+  add("iterations", std::to_string(o.warmup) + " warm-up + " + std::to_string(o.iters));
+  add("check", o.check ? (o.tolerance_given ? "tolerance " + std::to_string(o.tolerance) : "default tolerance") : "off");
+  add("seed", std::to_string(o.seed));
+  if (!o.workload.empty()) add("workload", o.workload);
+  if (model != nullptr) {
+    add("model", model->spec.ToString());
+    if (!model->spec.config_json.empty()) add("model config", "sha256:" + source::Sha256Hex(model->spec.config_json));
+    add("model graph", model->graph_hash);
+  }
+  if (loaded != nullptr) {
+    add("plan", loaded->hash);
+    add("graph", loaded->plan.graph_hash);
+  }
+  if (!o.program.empty()) add("program", exec::FileIdentity(o.program));
+  const std::vector<std::string>& weights = model != nullptr ? model->weights : o.weights;
+  if (weights.empty()) add("weights", "seeded");
+  for (size_t i = 0; i < weights.size(); ++i) add("weights " + std::to_string(i + 1), exec::FileIdentity(weights[i]));
+  add("inputs", o.inputs.empty() ? "seeded" : exec::FileIdentity(o.inputs));
+  return id;
 }
 
 // One rank of the job.
@@ -182,9 +284,19 @@ int RunRank(const RunOptions& o) {
   dist::MeshShape shape = ResolveMesh(o, world.world_size);
   const c10::Device device = exec::SelectDevice(o.device, world);
   dist::DistOptions dopts;
-  dopts.timeout = std::chrono::milliseconds(o.timeout_ms);
+  dopts.timeout = CollectiveTimeout(o);
   dopts.enable_nccl = device.is_cuda();
   if (o.cpu_transport == "gloo") dopts.shm_budget_bytes = 0;
+  // The model's job: its model and plan are resolved before the rendezvous, so that every rank
+  // can compare what it runs with the others' before any collective.
+  std::optional<JobModel> job_model;
+  std::optional<exec::LoadedPlan> job_plan;
+  if (!o.smoke && o.program.empty()) {
+    job_model = ResolveModel(o);
+    job_model->graph_hash = exec::ModelGraphHash(job_model->spec);
+    job_plan = LoadJobPlan(o, *job_model, shape);
+  }
+  dopts.job = JobIdentityOf(o, shape, job_model ? &*job_model : nullptr, job_plan ? &*job_plan : nullptr);
   auto start = std::chrono::steady_clock::now();
   std::unique_ptr<dist::DistContext> ctx = dist::DistContext::Create(world, shape, dopts);
   double setup_ms =
@@ -222,12 +334,9 @@ int RunRank(const RunOptions& o) {
     job.progress = world.rank == 0;
     status = exec::RunProgramJob(*ctx, job);
   } else {
-    JobModel model = ResolveModel(o);
-    model.graph_hash = exec::ModelGraphHash(model.spec);
-    const exec::LoadedPlan loaded = LoadJobPlan(o, model, shape);
-    exec::JobOptions job = JobOptionsFrom(o, model, loaded);
+    exec::JobOptions job = JobOptionsFrom(o, *job_model, *job_plan);
     job.device = device;
-    exec::JobResult result = exec::RunJob(*ctx, loaded.plan, job);
+    exec::JobResult result = exec::RunJob(*ctx, job_plan->plan, job);
     status = result.exit_code;
   }
   ctx->Shutdown();
@@ -296,8 +405,44 @@ std::string MemoryRefusal(const RunOptions& o, const models::ModelSpec& spec, co
          " available; use --dtype bf16, a larger tp, or fewer ranks per machine";
 }
 
+// The most local ranks weft-run starts on one machine: 16 per core (a rank is mostly idle while it
+// waits in collectives, but each has its own LibTorch, threads and buffers), never more than
+// 1024 (the --nproc limit).
+int MaxLocalRanks() {
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return std::min(1024, 16 * cores);
+}
+
+// What one rank takes before any parameter: LibTorch, the runtime, the intra-op pool, Gloo and
+// the shared-memory segments (measured: ~235 MB proportional set size per rank of a tiny Flux
+// job on 4 ranks, 200 MB of it private).
+constexpr double kRankBaseBytes = 230e6;
+
+// A local mesh this machine cannot hold: more ranks than MaxLocalRanks, or more than its memory
+// holds even before parameters (hundreds of ranks would be spawned and swap or be killed minutes
+// later). Returns the reason, or "".
+std::string LocalRankRefusal(const RunOptions& o, int nproc) {
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const std::string what = o.nproc > 0        ? "--nproc " + std::to_string(nproc)
+                           : !o.mesh.empty() ? "--mesh " + o.mesh + " has " + std::to_string(nproc) + " ranks"
+                                             : std::to_string(nproc) + " ranks";
+  if (nproc > MaxLocalRanks()) {
+    return what + ", more local ranks than weft-run starts on this machine (" + std::to_string(MaxLocalRanks()) +
+           ": 16 per core on its " + std::to_string(cores) +
+           " core(s), never more than 1024); run a mesh this large across machines under torchrun or srun";
+  }
+  const int64_t available = AvailableMemoryBytes();
+  if (available > 0 && nproc * kRankBaseBytes > static_cast<double>(available)) {
+    return what + ": " + std::to_string(nproc) + " local ranks need about " + Gb(nproc * kRankBaseBytes) +
+           " before any parameter (about " + Gb(kRankBaseBytes) + " each) but this machine has " +
+           Gb(static_cast<double>(available)) + " available; use fewer ranks per machine";
+  }
+  return "";
+}
+
 // Launcher mode: re-execute ourselves on nproc local ranks.
 int RunLauncher(const RunOptions& o, int argc, char** argv) {
+  CollectiveTimeout(o);  // a bad WEFT_TIMEOUT_S is reported once, here
   // Bad arguments are reported once, here, rather than by every rank.
   std::optional<JobModel> model;
   if (!o.smoke && o.program.empty()) {
@@ -309,7 +454,11 @@ int RunLauncher(const RunOptions& o, int argc, char** argv) {
     }
   }
   int nproc = o.nproc;
-  if (nproc == 0) nproc = !o.mesh.empty() ? dist::ParseMeshShape(o.mesh).WorldSize() : o.program.empty() ? 4 : 1;
+  if (nproc == 0) nproc = !o.mesh.empty() ? ParseMesh(o.mesh).WorldSize() : o.program.empty() ? 4 : 1;
+  if (const std::string refusal = LocalRankRefusal(o, nproc); !refusal.empty()) {
+    std::cerr << "weft-run: " << refusal << "\n";
+    return 2;
+  }
   dist::MeshShape shape = ResolveMesh(o, nproc);
   if (shape.WorldSize() != nproc) {
     std::cerr << "weft-run: --mesh " << shape.ToString() << " has " << shape.WorldSize()
@@ -334,12 +483,36 @@ int RunLauncher(const RunOptions& o, int argc, char** argv) {
     if (a.rfind("--nproc=", 0) == 0) continue;
     lo.argv.push_back(a);
   }
-  // Children must not re-launch: they see RANK and join.
+  // Children must not re-launch: they see RANK and join. They are one job: its id is part of
+  // every rank's job identity, so a rank of another job cannot join this one.
+  std::random_device random;
+  lo.env.emplace_back("WEFT_JOB_ID", dist::HostName() + "-" + std::to_string(::getpid()) + "-" + std::to_string(random()));
   lo.threads_per_rank = o.threads;
   lo.prefix_output = !o.no_prefix;
+  // `--report json` prints one JSON document on stdout for tools: rank 0's stdout goes there as
+  // it is, the other ranks' lines to stderr with their prefix. Otherwise every line keeps its
+  // rank prefix.
+  lo.stdout_from_rank0 = o.report == "json";
+  lo.error_channel = true;      // an error every rank raises is printed once
   lo.pass_listen_fd = true;  // the ranks are weft-run: rank 0 serves the store on the reserved port
   dist::LaunchResult r = dist::Launch(lo);
   return r.exit_code;
+}
+
+// The last words of a process: on the error channel of weft-run's launcher when this is one of
+// its ranks (WEFT_ERROR_FD; the launcher prints an error that every rank raised identically once,
+// with the ranks that raised it), else on stderr.
+void ReportError(const std::string& text) {
+  std::cerr.flush();
+  std::fflush(nullptr);
+  const char* fd_text = std::getenv("WEFT_ERROR_FD");
+  const int fd = fd_text != nullptr ? std::atoi(fd_text) : -1;
+  if (dist::LaunchedAsRank() && fd > 2) {
+    const std::string line = text + "\n";
+    if (::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size())) return;
+  }
+  std::cerr << text << "\n";
+  std::cerr.flush();
 }
 
 }  // namespace
@@ -357,8 +530,14 @@ int main(int argc, char** argv) {
   app.add_option("--mesh-order", o.mesh_order,
                  "Axis order, outermost first (default tp,ring,ulysses: Ulysses groups are "
                  "contiguous ranks)");
-  app.add_option("--timeout-ms", o.timeout_ms, "Timeout of the rendezvous and of every collective")
-      ->check(CLI::Range(100, 86400000));
+  auto* timeout_ms_opt = app.add_option("--timeout-ms", o.timeout_ms, "The same as --timeout, in milliseconds")
+                             ->check(CLI::Range(100, 86400000));
+  app.add_option("--timeout", o.timeout_s,
+                 "Seconds the rendezvous and every collective may take; a rank that waits longer exits "
+                 "non-zero naming the peer it waited for, its host, the axis and the collective (default: "
+                 "WEFT_TIMEOUT_S, else 30)")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->excludes(timeout_ms_opt);
   app.add_option("--threads", o.threads,
                  "Intra-op threads per rank (default: WEFT_THREADS, else cores / local ranks)")
       ->check(CLI::Range(1, 4096));
@@ -413,8 +592,8 @@ int main(int argc, char** argv) {
   app.add_option("--model-config", o.model_config,
                  "With --dump-graph: the model config with the workloads to trace (tools/model_configs format)");
   app.add_flag("--check", o.check, "Compare with an unsharded run; non-zero exit above the tolerance");
-  app.add_option("--tolerance", o.tolerance, "Relative tolerance of --check (default 1e-5 fp32 CP, 1e-4 with "
-                                             "TP, 2e-2 bf16)");
+  auto* tolerance_opt = app.add_option("--tolerance", o.tolerance, "Relative tolerance of --check, a finite number >= 0 "
+                                                                  "(default 1e-5 fp32 CP, 1e-4 with TP, 2e-2 bf16)");
   app.add_option("--iters", o.iters, "Timed iterations (median reported)")->check(CLI::Range(1, 100000));
   app.add_option("--warmup", o.warmup, "Untimed iterations first")->check(CLI::Range(0, 100000));
   app.add_option("--trace", o.trace, "Write Chrome trace JSON per rank to PREFIX.rank<r>.json");
@@ -432,6 +611,13 @@ int main(int argc, char** argv) {
   if (argc == 1) o.check = true;
   o.dump_graph = dump_opt->count() > 0;
   o.dtype_given = dtype_opt->count() > 0;
+  o.tolerance_given = tolerance_opt->count() > 0;
+  if (o.tolerance_given && !(std::isfinite(o.tolerance) && o.tolerance >= 0)) {
+    std::cerr << "weft-run: --tolerance " << tolerance_opt->as<std::string>()
+              << ": expected a finite number >= 0 (the largest max|sharded - unsharded| / max|unsharded| "
+                 "--check accepts, e.g. 1e-5)\n";
+    return 2;
+  }
   if (program_opt->count() > 0 && (o.smoke || o.dump_graph)) {
     std::cerr << "weft-run: --program runs a program; it takes no --smoke or --dump-graph\n";
     return 2;
@@ -446,10 +632,15 @@ int main(int argc, char** argv) {
     if (o.dump_graph) return DumpGraph(o);
     if (dist::LaunchedAsRank()) return RunRank(o);
     return RunLauncher(o, argc, argv);
+  } catch (const UsageError& e) {
+    ReportError(std::string("weft-run: ") + e.what());
+    std::_Exit(2);
+  } catch (const c10::Error& e) {
+    // LibTorch's own message, without the C++ backtrace c10 appends to what().
+    ReportError(std::string("weft-run: error: ") + e.what_without_backtrace());
+    std::_Exit(1);
   } catch (const std::exception& e) {
-    std::cerr << "weft-run: error: " << e.what() << "\n";
-    std::cerr.flush();
-    std::fflush(nullptr);
+    ReportError(std::string("weft-run: error: ") + e.what());
     // Skip destructors: c10d teardown after a failed peer may block.
     std::_Exit(1);
   }

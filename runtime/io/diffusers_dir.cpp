@@ -43,7 +43,18 @@ std::vector<std::string> DiffusersWeightFiles(const std::string& dir) {
     }
     for (const auto& [key, shard] : index["weight_map"].items()) {
       if (!shard.is_string()) throw SafetensorsError(indexes[0].string() + ": weight_map[`" + key + "`] is not a file name");
-      const fs::path path = root / shard.get<std::string>();
+      // Only files inside the directory: a relative name with no `..` (symbolic links inside the
+      // directory, e.g. a Hugging Face cache's links to its blobs, are the directory's own).
+      const std::string name = shard.get<std::string>();
+      const fs::path relative(name);
+      bool inside = !name.empty() && !relative.is_absolute() && !relative.has_root_name();
+      for (const fs::path& part : relative) inside = inside && part != "..";
+      if (!inside) {
+        throw SafetensorsError(indexes[0].string() + ": weight_map[`" + key + "`] names `" + name +
+                               "`, which is outside the model directory " + dir +
+                               " (an index may name only files inside its directory)");
+      }
+      const fs::path path = root / relative;
       if (!fs::exists(path)) {
         throw SafetensorsError(indexes[0].string() + ": weight_map[`" + key + "`] names " + path.string() +
                                ", which does not exist");

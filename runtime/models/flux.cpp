@@ -279,11 +279,18 @@ FluxConfig FluxConfigFromJson(const std::string& config_json) {
   for (auto it = json.begin(); it != json.end(); ++it) {
     const std::string& key = it.key();
     const nlohmann::json& v = it.value();
-    auto integer = [&](int64_t& field, bool nullable) {
+    // Every size has a bound, far above any published config, so a bad config is an error and
+    // not a model of a billion layers that grows until the machine runs out of memory.
+    auto integer = [&](int64_t& field, bool nullable, int64_t lo, int64_t hi) {
       if (v.is_null() && nullable) {
         field = 0;
       } else if (v.is_number_integer()) {
-        field = v.get<int64_t>();
+        const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(hi) : true;
+        field = fits ? v.get<int64_t>() : hi + 1;
+        if (!fits || field < lo || field > hi) {
+          throw std::invalid_argument("Flux config.json: `" + key + "` is " + v.dump() + "; weft accepts " +
+                                      std::to_string(lo) + ".." + std::to_string(hi) + (nullable ? " or null" : ""));
+        }
       } else {
         throw std::invalid_argument("Flux config.json: `" + key + "` must be an integer" + (nullable ? " or null" : ""));
       }
@@ -295,31 +302,36 @@ FluxConfig FluxConfigFromJson(const std::string& config_json) {
     } else if (!key.empty() && key[0] == '_') {
       continue;
     } else if (key == "patch_size") {
-      integer(c.patch_size, false);
+      integer(c.patch_size, false, 1, 64);
     } else if (key == "in_channels") {
-      integer(c.in_channels, false);
+      integer(c.in_channels, false, 1, 65536);
     } else if (key == "out_channels") {
-      integer(c.out_channels, true);
+      integer(c.out_channels, true, 0, 65536);
     } else if (key == "num_layers") {
-      integer(c.num_layers, false);
+      integer(c.num_layers, false, 0, 1000);
     } else if (key == "num_single_layers") {
-      integer(c.num_single_layers, false);
+      integer(c.num_single_layers, false, 0, 1000);
     } else if (key == "attention_head_dim") {
-      integer(c.attention_head_dim, false);
+      integer(c.attention_head_dim, false, 1, 4096);
     } else if (key == "num_attention_heads") {
-      integer(c.num_attention_heads, false);
+      integer(c.num_attention_heads, false, 1, 1024);
     } else if (key == "joint_attention_dim") {
-      integer(c.joint_attention_dim, false);
+      integer(c.joint_attention_dim, false, 1, 65536);
     } else if (key == "pooled_projection_dim") {
-      integer(c.pooled_projection_dim, false);
+      integer(c.pooled_projection_dim, false, 1, 65536);
     } else if (key == "guidance_embeds") {
       if (!v.is_boolean()) throw std::invalid_argument("Flux config.json: `guidance_embeds` must be true or false");
       c.guidance_embeds = v.get<bool>();
     } else if (key == "axes_dims_rope") {
       if (!v.is_array()) throw std::invalid_argument("Flux config.json: `axes_dims_rope` must be a list of integers");
       c.axes_dims_rope.clear();
+      if (v.size() > 8) throw std::invalid_argument("Flux config.json: `axes_dims_rope` has " + std::to_string(v.size()) +
+                                                    " entries; weft accepts at most 8");
       for (const nlohmann::json& d : v) {
         if (!d.is_number_integer()) throw std::invalid_argument("Flux config.json: `axes_dims_rope` must be a list of integers");
+        if (d.get<int64_t>() < 0 || d.get<int64_t>() > 4096 || (d.is_number_unsigned() && d.get<uint64_t>() > 4096)) {
+          throw std::invalid_argument("Flux config.json: `axes_dims_rope` has entry " + d.dump() + "; weft accepts 0..4096");
+        }
         c.axes_dims_rope.push_back(d.get<int64_t>());
       }
     } else {

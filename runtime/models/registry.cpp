@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -37,9 +38,27 @@ ModelSpec ParseModelSpec(const std::string& text) {
 }
 
 ModelSpec SpecFromConfigJson(const std::string& config_json, const std::string& name) {
-  const nlohmann::json json = nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded() || !json.is_object() || !json.contains("_class_name") || !json["_class_name"].is_string()) {
-    throw std::invalid_argument(name + ": not a diffusers config.json (no string `_class_name`)");
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(config_json);
+  } catch (const nlohmann::json::parse_error& e) {
+    // "[json.exception.parse_error.101] parse error at line 3, column 1: ..." without the tag.
+    std::string what = e.what();
+    if (const size_t tag = what.find("] "); what.rfind("[json.exception", 0) == 0 && tag != std::string::npos) {
+      what = what.substr(tag + 2);
+    }
+    throw std::invalid_argument(name + ": config.json is not valid JSON: " + what);
+  }
+  if (!json.is_object()) {
+    throw std::invalid_argument(name + ": config.json is not a JSON object (a diffusers config.json is {\"_class_name\": ...})");
+  }
+  if (!json.contains("_class_name")) {
+    throw std::invalid_argument(name + ": config.json has no `_class_name` (a diffusers config.json names its model class "
+                                       "there, e.g. \"FluxTransformer2DModel\")");
+  }
+  if (!json["_class_name"].is_string()) {
+    throw std::invalid_argument(name + ": config.json's `_class_name` is " + json["_class_name"].dump() +
+                                ", not a string naming a model class");
   }
   ModelSpec spec;
   spec.family = FamilyOfClass(json["_class_name"].get<std::string>());
@@ -149,6 +168,108 @@ Workload DefaultWorkload(const nn::Module& model) {
     return w;
   }
   throw std::invalid_argument("no default workload for " + model.type());
+}
+
+namespace {
+
+std::string ShapeText(const at::Tensor& t) { return c10::str(t.sizes()); }
+
+// One expected argument: its rank, the dims that must have a given size (-1: any), whether it
+// is batched along dim 0, and the name of each dim for messages.
+struct InputSpec {
+  std::string name;
+  bool required = true;
+  std::vector<int64_t> sizes;      // per dim: the required size, or -1
+  std::vector<std::string> dims;   // per dim: what it is ("batch", "tokens", ...)
+  bool batched = true;
+  bool scalar_ok = false;          // a 0-d tensor is also accepted (timestep, guidance)
+  int extra_dims = 0;              // this many more dims are accepted (Wan's per-token timestep)
+};
+
+}  // namespace
+
+void CheckInputs(const nn::Module& model, const std::vector<std::pair<std::string, at::Tensor>>& inputs) {
+  std::vector<InputSpec> specs;
+  if (const auto* flux = dynamic_cast<const FluxTransformer2DModel*>(&model)) {
+    const FluxConfig& c = flux->config();
+    specs = {
+        {"hidden_states", true, {-1, -1, c.in_channels}, {"batch", "image tokens", "channels"}, true, false},
+        {"encoder_hidden_states", true, {-1, -1, c.joint_attention_dim}, {"batch", "text tokens", "channels"}, true, false},
+        {"pooled_projections", true, {-1, c.pooled_projection_dim}, {"batch", "channels"}, true, false},
+        {"timestep", true, {-1}, {"batch"}, true, true},
+        {"img_ids", true, {-1, 3}, {"image tokens", "axes"}, false, false},
+        {"txt_ids", true, {-1, 3}, {"text tokens", "axes"}, false, false},
+        {"guidance", c.guidance_embeds, {-1}, {"batch"}, true, true},
+    };
+  } else if (const auto* wan = dynamic_cast<const WanTransformer3DModel*>(&model)) {
+    const WanConfig& c = wan->config();
+    specs = {
+        {"hidden_states", true, {-1, c.in_channels, -1, -1, -1}, {"batch", "channels", "frames", "height", "width"}, true, false},
+        {"timestep", true, {-1}, {"batch"}, true, true, 1},
+        {"encoder_hidden_states", true, {-1, -1, c.text_dim}, {"batch", "text tokens", "channels"}, true, false},
+    };
+    if (c.image_dim > 0) {
+      specs.push_back({"encoder_hidden_states_image", true, {-1, -1, c.image_dim}, {"batch", "image tokens", "channels"},
+                       true, false});
+    }
+  } else {
+    return;
+  }
+  const std::string who = model.type();
+  std::string known;
+  for (const InputSpec& s : specs) known += (known.empty() ? "" : ", ") + s.name;
+  int64_t batch = -1;
+  std::string batch_from;
+  for (const auto& [name, t] : inputs) {
+    auto spec = std::find_if(specs.begin(), specs.end(), [&](const InputSpec& s) { return s.name == name; });
+    if (spec == specs.end()) {
+      throw std::invalid_argument("input `" + name + "` is not an argument " + who + " takes (its tensor arguments: " +
+                                  known + ")");
+    }
+    if (!t.defined()) throw std::invalid_argument("input `" + name + "` has no value");
+    if (!at::isFloatingType(t.scalar_type())) {
+      throw std::invalid_argument("input `" + name + "` is " + std::string(c10::toString(t.scalar_type())) + " " +
+                                  ShapeText(t) + "; " + who + " takes a floating tensor there (F32, BF16 or F16)");
+    }
+    const bool scalar = spec->scalar_ok && t.dim() == 0;
+    const int64_t rank = static_cast<int64_t>(spec->sizes.size());
+    if (!scalar && (t.dim() < rank || t.dim() > rank + spec->extra_dims)) {
+      std::string want;
+      for (size_t d = 0; d < spec->dims.size(); ++d) {
+        want += (d ? ", " : "") + (spec->sizes[d] >= 0 ? std::to_string(spec->sizes[d]) : spec->dims[d]);
+      }
+      throw std::invalid_argument("input `" + name + "` has shape " + ShapeText(t) + " but " + who + " takes (" + want +
+                                  ") there");
+    }
+    for (int64_t d = 0; !scalar && d < t.dim(); ++d) {
+      const int64_t want = d < rank ? spec->sizes[d] : -1;
+      const std::string what = d < rank ? spec->dims[d] : "entries";
+      if (want >= 0 && t.size(d) != want) {
+        throw std::invalid_argument("input `" + name + "` has " + std::to_string(t.size(d)) + " " + what +
+                                    " (dim " + std::to_string(d) + " of " + ShapeText(t) + ") but this " + who +
+                                    " takes " + std::to_string(want));
+      }
+      if (t.size(d) == 0) {
+        throw std::invalid_argument("input `" + name + "` has 0 " + what + " (dim " + std::to_string(d) + " of " +
+                                    ShapeText(t) + "); every axis of a model input needs at least one entry");
+      }
+    }
+    if (spec->batched && !scalar) {
+      if (batch < 0) {
+        batch = t.size(0);
+        batch_from = name;
+      } else if (t.size(0) != batch && !(spec->scalar_ok && t.size(0) == 1)) {
+        throw std::invalid_argument("input `" + name + "` has batch " + std::to_string(t.size(0)) + " but `" + batch_from +
+                                    "` has batch " + std::to_string(batch) + " (dim 0 of every batched input must agree)");
+      }
+    }
+  }
+  for (const InputSpec& s : specs) {
+    if (!s.required) continue;
+    bool present = false;
+    for (const auto& kv : inputs) present = present || kv.first == s.name;
+    if (!present) throw std::invalid_argument("the inputs have no `" + s.name + "`, which " + who + " needs");
+  }
 }
 
 std::vector<std::pair<std::string, at::Tensor>> ExampleInputs(const nn::Module& model, const Workload& workload,

@@ -73,4 +73,13 @@ Workload ParseWorkload(const std::string& text);
 std::vector<std::pair<std::string, at::Tensor>> ExampleInputs(const nn::Module& model, const Workload& workload,
                                                               uint64_t seed);
 
+// Checks inputs (by forward argument name, e.g. read from an --inputs file) against what
+// `model` (a model built by CreateModel) takes, before any of them reaches a LibTorch kernel:
+// names its forward has, the required ones present, floating dtypes, ranks, widths that must
+// equal the config's, a batch that agrees across arguments, and no empty sequence, frame or
+// spatial axis. Throws std::invalid_argument with one sentence naming the argument, its shape
+// and what was expected, e.g. "input `encoder_hidden_states` has batch 2 but `hidden_states`
+// has batch 1 (dim 0 of every batched input must agree)".
+void CheckInputs(const nn::Module& model, const std::vector<std::pair<std::string, at::Tensor>>& inputs);
+
 }  // namespace weft::models

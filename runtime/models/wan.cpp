@@ -352,13 +352,23 @@ WanConfig WanConfigFromJson(const std::string& config_json) {
   auto fail = [](const std::string& key, const std::string& want) {
     throw std::invalid_argument("Wan config.json: `" + key + "` must be " + want);
   };
-  auto integer = [&](const char* key, int64_t& field, bool nullable) {
+  // Every size has a bound, far above any published config (see FluxConfigFromJson).
+  auto bounded = [&](const std::string& key, const nlohmann::json& v, int64_t lo, int64_t hi, bool nullable) {
+    const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(hi) : true;
+    const int64_t value = fits ? v.get<int64_t>() : hi + 1;
+    if (!fits || value < lo || value > hi) {
+      throw std::invalid_argument("Wan config.json: `" + key + "` is " + v.dump() + "; weft accepts " + std::to_string(lo) +
+                                  ".." + std::to_string(hi) + (nullable ? " or null" : ""));
+    }
+    return value;
+  };
+  auto integer = [&](const char* key, int64_t& field, bool nullable, int64_t lo, int64_t hi) {
     auto it = json.find(key);
     if (it == json.end()) return;
     if (it->is_null() && nullable) {
       field = 0;
     } else if (it->is_number_integer()) {
-      field = it->get<int64_t>();
+      field = bounded(key, *it, lo, hi, nullable);
     } else {
       fail(key, nullable ? "an integer or null" : "an integer");
     }
@@ -371,21 +381,21 @@ WanConfig WanConfigFromJson(const std::string& config_json) {
     c.patch_size.clear();
     for (const auto& v : *it) {
       if (!v.is_number_integer()) fail("patch_size", "a list of 3 integers");
-      c.patch_size.push_back(v.get<int64_t>());
+      c.patch_size.push_back(bounded("patch_size", v, 1, 64, false));
     }
   }
-  integer("num_attention_heads", c.num_attention_heads, false);
-  integer("attention_head_dim", c.attention_head_dim, false);
-  integer("in_channels", c.in_channels, false);
-  integer("out_channels", c.out_channels, true);
-  integer("text_dim", c.text_dim, false);
-  integer("freq_dim", c.freq_dim, false);
-  integer("ffn_dim", c.ffn_dim, false);
-  integer("num_layers", c.num_layers, false);
-  integer("image_dim", c.image_dim, true);
-  integer("added_kv_proj_dim", c.added_kv_proj_dim, true);
-  integer("rope_max_seq_len", c.rope_max_seq_len, false);
-  integer("pos_embed_seq_len", c.pos_embed_seq_len, true);
+  integer("num_attention_heads", c.num_attention_heads, false, 1, 1024);
+  integer("attention_head_dim", c.attention_head_dim, false, 1, 4096);
+  integer("in_channels", c.in_channels, false, 1, 65536);
+  integer("out_channels", c.out_channels, true, 0, 65536);
+  integer("text_dim", c.text_dim, false, 1, 65536);
+  integer("freq_dim", c.freq_dim, false, 2, 65536);
+  integer("ffn_dim", c.ffn_dim, false, 1, 1 << 20);
+  integer("num_layers", c.num_layers, false, 0, 1000);
+  integer("image_dim", c.image_dim, true, 0, 65536);
+  integer("added_kv_proj_dim", c.added_kv_proj_dim, true, 0, 65536);
+  integer("rope_max_seq_len", c.rope_max_seq_len, false, 1, 1 << 20);
+  integer("pos_embed_seq_len", c.pos_embed_seq_len, true, 0, 1 << 20);
   if (auto it = json.find("cross_attn_norm"); it != json.end()) {
     if (!it->is_boolean()) fail("cross_attn_norm", "true or false");
     c.cross_attn_norm = it->get<bool>();
@@ -397,6 +407,7 @@ WanConfig WanConfigFromJson(const std::string& config_json) {
   if (auto it = json.find("eps"); it != json.end()) {
     if (!it->is_number()) fail("eps", "a number");
     c.eps = it->get<double>();
+    if (!(c.eps > 0 && c.eps < 1)) fail("eps", "a number between 0 and 1 (exclusive)");
   }
   return c;
 }
