@@ -13,6 +13,7 @@
 #include "compiler/model/graph_json.h"
 #include "compiler/program/archive.h"
 #include "compiler/program/graph_view.h"
+#include "compiler/program/expr.h"
 #include "compiler/program/program_reader.h"
 
 namespace weft::driver {
@@ -22,7 +23,89 @@ struct ProgramOptions {
   std::string file;
   bool graph_json = false;
   bool ops = false;
+  bool nodes = false;
+  std::string scope;  // --nodes: only nodes inside this module ("" = all)
 };
+
+std::string SymbolicText(const std::string& expr) {
+  try {
+    return program::Expr::Parse(expr).Infix();
+  } catch (const program::ExprError&) {
+    return expr;  // shown as the program has it
+  }
+}
+
+std::string SizesText(const program::TensorMeta& m) {
+  std::string out = "[";
+  for (size_t i = 0; i < m.sizes.size(); ++i) {
+    if (i) out += ", ";
+    out += m.sizes[i].symbolic ? SymbolicText(m.sizes[i].expr) + "=" + std::to_string(m.sizes[i].value)
+                              : std::to_string(m.sizes[i].value);
+  }
+  return out + "]";
+}
+
+std::string ArgumentText(const program::Argument& a) {
+  using K = program::Argument::Kind;
+  auto join = [](const auto& v, auto f) {
+    std::string out = "[";
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + f(v[i]);
+    return out + "]";
+  };
+  switch (a.kind) {
+    case K::kNone: return "None";
+    case K::kTensor: return "%" + a.name;
+    case K::kTensors:
+    case K::kOptionalTensors: return join(a.names, [](const std::string& n) { return n.empty() ? std::string("None") : "%" + n; });
+    case K::kInt: return std::to_string(a.i);
+    case K::kInts: return join(a.ints, [](int64_t i) { return std::to_string(i); });
+    case K::kFloat: return std::to_string(a.f);
+    case K::kBool: return a.b ? "True" : "False";
+    case K::kString: return "\"" + a.s + "\"";
+    case K::kSymInt:
+    case K::kSymInts: {
+      std::string t = join(a.sym_ints, [](const program::SymIntRef& r) { return r.is_name ? r.name : std::to_string(r.value); });
+      return a.kind == K::kSymInt ? t.substr(1, t.size() - 2) : t;
+    }
+    default: return program::ArgumentKindName(a.kind);
+  }
+}
+
+// One line per node: `name = op(args) -> sizes  [module]` (a symbolic size as `expr=hint`).
+// Returns how many nodes it printed.
+size_t PrintNodes(const program::Program& p, const std::string& scope) {
+  size_t printed = 0;
+  for (const program::Node& n : p.nodes) {
+    std::string module;
+    bool inside = scope.empty();
+    if (n.stack >= 0) {
+      const auto& frames = p.module_stacks[static_cast<size_t>(n.stack)];
+      if (!frames.empty()) module = frames.back().path;
+      for (const program::ModuleFrame& f : frames) inside = inside || f.path == scope;
+    }
+    if (!inside) continue;
+    std::string args;
+    for (const program::NamedArgument& in : n.inputs) args += (args.empty() ? "" : ", ") + ArgumentText(in.arg);
+    std::string outs;
+    for (const program::Argument& o : n.outputs) {
+      for (const std::string& v : o.TensorNames()) {
+        const program::TensorMeta* m = p.FindTensor(v);
+        outs += (outs.empty() ? "" : ", ") + (m ? SizesText(*m) : std::string("?"));
+      }
+    }
+    std::string target = n.target;
+    for (const char* prefix : {"torch.ops.aten.", "torch.ops."}) {
+      if (target.rfind(prefix, 0) == 0) {
+        target = target.substr(std::string(prefix).size());
+        break;
+      }
+    }
+    std::cout << "  " << n.name << " = " << target << "(" << args << ")" << (outs.empty() ? "" : " -> " + outs) << "  ["
+              << module << "]\n";
+    ++printed;
+  }
+  return printed;
+}
 
 int RunProgram(const ProgramOptions& o) {
   try {
@@ -54,6 +137,11 @@ int RunProgram(const ProgramOptions& o) {
       for (const program::Node& n : p.nodes) ++ops[n.target];
       for (const auto& [op, count] : ops) std::cout << "  " << count << "\t" << op << "\n";
     }
+    if (o.nodes && PrintNodes(p, o.scope) == 0 && !o.scope.empty()) {
+      std::cerr << "weft program: " << o.file << ": no node runs inside module `" << o.scope
+                << "` (its module paths are diffusers' names, e.g. `transformer_blocks.0.attn`)\n";
+      return 2;
+    }
     return 0;
   } catch (const program::ProgramError& e) {
     std::cerr << "weft program: " << e.what() << "\n";
@@ -69,6 +157,12 @@ Command MakeProgramCommand(CLI::App& weft) {
   app->add_option("program", options->file, "The program (tools/export_program.py writes one)")->required();
   app->add_flag("--graph-json", options->graph_json, "Print the program's weft.graph/1 view instead");
   app->add_flag("--ops", options->ops, "List the operators and how often each occurs");
+  app->add_option("--nodes", options->scope,
+                  "List the nodes (name = op(arguments) -> sizes [module]), all of them or those inside MODULE")
+      ->expected(0, 1)
+      ->default_str("")
+      ->each([options](const std::string&) { options->nodes = true; });
+  app->callback([options, app] { options->nodes = options->nodes || app->count("--nodes") > 0; });
   return Command{app, [options] { return RunProgram(*options); }};
 }
 

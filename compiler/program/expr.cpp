@@ -527,7 +527,49 @@ void CollectSymbols(const N& n, std::vector<std::string>& out) {
   for (const auto& c : n.children) CollectSymbols(*c, out);
 }
 
+// Python-style infix text of a size expression (Add(Symbol('s1'), Integer(1)) -> "s1 + 1"),
+// parenthesised where an operand binds more loosely than its operator. `level`: 0 sum, 1
+// product, 2 atom.
+std::string InfixText(const N& n, int level) {
+  auto wrap = [&](const std::string& t, int own) { return own < level ? "(" + t + ")" : t; };
+  auto join = [&](const char* op, int own) {
+    std::string t;
+    for (size_t i = 0; i < n.children.size(); ++i) t += (i ? op : "") + InfixText(*n.children[i], own + (i ? 1 : 0) * (own == 1));
+    return wrap(t, own);
+  };
+  switch (n.kind) {
+    case N::Kind::kInt: return n.value < 0 ? wrap(std::to_string(n.value), 1) : std::to_string(n.value);
+    case N::Kind::kName: return n.text;
+    case N::Kind::kStr: return "'" + n.text + "'";
+    case N::Kind::kCall:
+      if (n.text == "Symbol" && n.children.size() == 1) return n.children[0]->text;
+      if (n.text == "Integer" && n.children.size() == 1) return InfixText(*n.children[0], level);
+      if (n.text == "Add" && !n.children.empty()) return join(" + ", 0);
+      if (n.text == "Mul" && !n.children.empty()) return join("*", 1);
+      if ((n.text == "FloorDiv" || n.text == "Mod" || n.text == "PythonMod") && n.children.size() == 2) {
+        const char* op = n.text == "FloorDiv" ? "//" : "%";
+        return wrap(InfixText(*n.children[0], 1) + op + InfixText(*n.children[1], 2), 1);
+      }
+      if (n.text == "Pow" && n.children.size() == 2) return InfixText(*n.children[0], 2) + "**" + InfixText(*n.children[1], 2);
+      break;
+    case N::Kind::kBinary:
+      if (n.children.size() == 2) {
+        const int own = n.text == "+" || n.text == "-" ? 0 : n.text == "**" ? 2 : 1;
+        return wrap(InfixText(*n.children[0], own) + (own == 0 ? " " + n.text + " " : n.text) +
+                        InfixText(*n.children[1], own + 1),
+                    own);
+      }
+      break;
+    default: break;
+  }
+  std::string t = n.text + "(";
+  for (size_t i = 0; i < n.children.size(); ++i) t += (i ? ", " : "") + InfixText(*n.children[i], 0);
+  return t + ")";
+}
+
 }  // namespace
+
+std::string Expr::Infix() const { return InfixText(*root_, 0); }
 
 Expr Expr::Parse(const std::string& text) {
   Expr e;

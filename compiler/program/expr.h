@@ -61,6 +61,8 @@ class Expr {
 
   // The symbols the expression names (Symbol('s1') and bare names), in first-use order.
   std::vector<std::string> Symbols() const;
+  // Python-style infix text, e.g. "2*s1 + 1" for Add(Mul(Integer(2), Symbol('s1')), Integer(1)).
+  std::string Infix() const;
   // The symbol when the whole expression is one, else "".
   std::string AsSymbol() const;
   const std::string& text() const { return text_; }

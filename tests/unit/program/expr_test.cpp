@@ -73,5 +73,16 @@ TEST(ExprTest, ErrorsNameWhatIsWrong) {
   EXPECT_THROW(Expr::Parse("a $ b"), ExprError);
 }
 
+TEST(ExprInfix, SympySizesReadAsPython) {
+  auto infix = [](const std::string& text) { return Expr::Parse(text).Infix(); };
+  EXPECT_EQ(infix("Symbol('s2', positive=True, integer=True)"), "s2");
+  EXPECT_EQ(infix("Add(Mul(Integer(2), Symbol('s1', integer=True)), Integer(1))"), "2*s1 + 1");
+  EXPECT_EQ(infix("Mul(Add(Symbol('s1'), Integer(1)), Symbol('s2'))"), "(s1 + 1)*s2");
+  EXPECT_EQ(infix("FloorDiv(Mul(Symbol('s0'), Symbol('s1')), Integer(4))"), "s0*s1//4");
+  EXPECT_EQ(infix("Mul(Integer(3), FloorDiv(Symbol('s0'), Integer(2)))"), "3*(s0//2)");
+  EXPECT_EQ(infix("Max(Symbol('s0'), Integer(1))"), "Max(s0, 1)");
+  EXPECT_EQ(infix("s40*s65*s66"), "s40*s65*s66");
+}
+
 }  // namespace
 }  // namespace weft::program
