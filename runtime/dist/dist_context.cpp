@@ -215,10 +215,31 @@ void CheckSameJob(const WorldConfig& world, const std::string& where, const std:
 // c10d logs every retry of a store connection and more on stderr (some 40 lines for one rank
 // that waits for a missing rank 0); weft's own errors say what happened. Unless the user chose
 // a level (TORCH_CPP_LOG_LEVEL), keep only c10d's errors.
-void QuietC10dLogs() {
+bool UserChoseC10dLogLevel() {
   const char* level = std::getenv("TORCH_CPP_LOG_LEVEL");
-  if ((level == nullptr || *level == '\0') && FLAGS_caffe2_log_level < 2) FLAGS_caffe2_log_level = 2;
+  return level != nullptr && *level != '\0';
 }
+
+void QuietC10dLogs() {
+  if (!UserChoseC10dLogLevel() && FLAGS_caffe2_log_level < 2) FLAGS_caffe2_log_level = 2;
+}
+
+// While a rank connects to the store, c10d logs each failed try as an error, with the C++
+// backtrace of its exception (some 20 lines for a rank 1 whose rank 0 never comes); the
+// DistError thrown after it says what happened. Unless the user chose a level, only fatal
+// messages are printed while this is alive.
+class QuietStoreConnect {
+ public:
+  QuietStoreConnect() : saved_(FLAGS_caffe2_log_level) {
+    if (!UserChoseC10dLogLevel()) FLAGS_caffe2_log_level = std::max(saved_, 3);
+  }
+  ~QuietStoreConnect() { FLAGS_caffe2_log_level = saved_; }
+  QuietStoreConnect(const QuietStoreConnect&) = delete;
+  QuietStoreConnect& operator=(const QuietStoreConnect&) = delete;
+
+ private:
+  int saved_;
+};
 
 // The local address the kernel would send from to reach `host` (IPv4 or IPv6), or "".
 std::string LocalAddressTowards(const std::string& host, int port) {
@@ -530,7 +551,11 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
     so.timeout = options.timeout;
     const int listen_fd = options.master_listen_fd >= 0 ? options.master_listen_fd : world.master_listen_fd;
     if (so.isServer && listen_fd >= 0) so.masterListenFd = listen_fd;
-    c10::intrusive_ptr<c10d::Store> tcp = c10::make_intrusive<c10d::TCPStore>(world.master_addr, so);
+    c10::intrusive_ptr<c10d::Store> tcp;
+    {
+      QuietStoreConnect quiet;
+      tcp = c10::make_intrusive<c10d::TCPStore>(world.master_addr, so);
+    }
     impl->store = tcp;
     if (!world.store_prefix.empty()) impl->store = c10::make_intrusive<c10d::PrefixStore>(world.store_prefix, tcp);
   } catch (const std::exception& e) {
