@@ -59,6 +59,26 @@ TEST(LoadWeightsTest, NamesMissingUnexpectedAndMismatchedKeys) {
   std::remove(p.c_str());
 }
 
+// Float bits relabelled as integers are no weights: an int tensor is not cast into a float
+// parameter (which would run on garbage silently); the key, both dtypes and the file are named.
+TEST(LoadWeightsTest, IntegerTensorForAFloatParameterIsNamed) {
+  std::string p = Write("int.safetensors", {{"a.weight", at::ones({3, 2}, at::kInt)}, {"a.bias", at::zeros({3})},
+                                            {"b.weight", at::zeros({1, 3}, at::kLong)}});
+  io::SafetensorsFile f = io::SafetensorsFile::Open(p);
+  Pair pair;
+  try {
+    LoadWeights(pair, {&f}, at::kFloat);
+    FAIL() << "expected WeightsError";
+  } catch (const WeightsError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "checkpoint does not match Pair:\n"
+              "  2 non-floating dtype(s) for floating parameters:\n"
+              "    a.weight: checkpoint I32 (" + p + "), model Float\n"
+              "    b.weight: checkpoint I64 (" + p + "), model Float");
+  }
+  std::remove(p.c_str());
+}
+
 TEST(LoadWeightsTest, RandomizeIsSeeded) {
   Pair a, b, c;
   RandomizeParameters(a, 7);
