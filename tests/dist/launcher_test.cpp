@@ -134,6 +134,21 @@ TEST(Launcher, ForwardsSigtermToEveryRank) {
   EXPECT_LT(c.seconds, 10);
 }
 
+// A SIGTERM while ranks are still being started stops the starting: rank 0 signals the
+// launcher as soon as it runs, and far fewer than the 300 ranks asked for are ever started (the
+// launcher used to start them all first, hundreds of processes for a job already cancelled).
+TEST(Launcher, SigtermWhileRanksStartStartsNoMore) {
+  Captured c = LaunchSh(300, "if [ \"$RANK\" = 0 ]; then kill -TERM $PPID; fi; exec sleep 30");
+  EXPECT_EQ(c.result.exit_code, 128 + SIGTERM);
+  const std::string got = "weft-run: got signal 15 (Terminated); forwarding it to ";
+  const size_t at = c.err.find(got);
+  ASSERT_NE(at, std::string::npos) << c.err;
+  const int alive = std::atoi(c.err.c_str() + at + got.size());
+  EXPECT_GE(alive, 1) << c.err;
+  EXPECT_LT(alive, 300) << c.err;
+  EXPECT_LT(c.seconds, 10);
+}
+
 TEST(Launcher, MissingProgramIsReported) {
   std::ostringstream out, err;
   LaunchOptions o;
