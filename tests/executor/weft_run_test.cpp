@@ -1,15 +1,26 @@
 // The weft-run binary end to end: the default job, compiled plans, reports, and bad input
 // (a plan that does not compile, inputs of the wrong rank) with clear errors.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cctype>
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -79,6 +90,92 @@ void WriteZeros(const std::string& path, const std::vector<std::pair<std::string
   const uint64_t n = text.size();
   for (int i = 0; i < 8; ++i) out.put(static_cast<char>((n >> (8 * i)) & 0xff));
   out << text << std::string(static_cast<size_t>(offset), '\0');
+}
+
+// One tensor of a hand-written safetensors file: every element `fill` (F32) or 0 (other dtypes).
+struct Filled {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::string dtype = "F32";
+  float fill = 0;
+};
+
+void WriteFilled(const std::string& path, const std::vector<Filled>& tensors) {
+  nlohmann::json header = nlohmann::json::object();
+  std::string data;
+  for (const Filled& t : tensors) {
+    int64_t numel = 1;
+    for (int64_t d : t.shape) numel *= d;
+    const int64_t element = t.dtype == "I64" || t.dtype == "F64" ? 8 : t.dtype == "BF16" || t.dtype == "F16" ? 2 : 4;
+    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape},
+                      {"data_offsets", {static_cast<int64_t>(data.size()), static_cast<int64_t>(data.size()) + element * numel}}};
+    std::string value(static_cast<size_t>(element), '\0');
+    if (t.dtype == "F32") std::memcpy(value.data(), &t.fill, 4);
+    for (int64_t i = 0; i < numel; ++i) data += value;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::ofstream out(path, std::ios::binary);
+  const uint64_t n = text.size();
+  for (int i = 0; i < 8; ++i) out.put(static_cast<char>((n >> (8 * i)) & 0xff));
+  out << text << data;
+}
+
+// Tiny Flux's seven inputs (128x128 pixels: 64 image tokens, 16 text tokens), all zeros; `edit`
+// changes them before they are written.
+std::string FluxInputs(const std::string& name, const std::function<void(std::vector<Filled>&)>& edit) {
+  std::vector<Filled> tensors = {{"hidden_states", {1, 64, 16}}, {"encoder_hidden_states", {1, 16, 32}},
+                                 {"pooled_projections", {1, 24}}, {"timestep", {1}}, {"img_ids", {64, 3}},
+                                 {"txt_ids", {16, 3}}, {"guidance", {1}}};
+  edit(tensors);
+  const std::string path = Temp(name + ".safetensors");
+  WriteFilled(path, tensors);
+  return path;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void EditJson(const std::string& path, const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json doc = nlohmann::json::parse(ReadText(path));
+  edit(doc);
+  std::ofstream(path) << doc.dump(2);
+}
+
+// A copy of tests/fixtures/flux_tiny/model (diffusers' save_pretrained output: config.json, an
+// index and two shards) to edit; weft-run names the model after the directory, flux:<name>.
+std::string CopyOfTinyFluxDir(const std::string& name) {
+  const std::string dir = Temp(name);
+  Shell c = Sh("rm -rf " + dir + " && cp -r " + kSource + "/tests/fixtures/flux_tiny/model " + dir);
+  EXPECT_EQ(c.status, 0) << c.output;
+  return dir;
+}
+
+// Relabels tensor `key` of a safetensors file as `dtype` (same element size: the file stays valid).
+void RelabelDtype(const std::string& path, const std::string& key, const std::string& dtype) {
+  const std::string bytes = ReadText(path);
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
+  nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n));
+  ASSERT_TRUE(header.contains(key)) << path;
+  header[key]["dtype"] = dtype;
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  const uint64_t m = text.size();
+  for (int i = 0; i < 8; ++i) out.put(static_cast<char>((m >> (8 * i)) & 0xff));
+  out << text << bytes.substr(8 + n);
+}
+
+// Seconds `command` took, and its result.
+std::pair<double, Shell> Timed(const std::string& command) {
+  const auto start = std::chrono::steady_clock::now();
+  Shell s = Sh(command);
+  return {std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), s};
 }
 
 TEST(WeftRunJob, DefaultJobIsTinyFluxOnRing2Ulysses2Checked) {
@@ -366,6 +463,143 @@ TEST(WeftRunJob, UnknownModelIsAClearError) {
   Shell s = Sh(kWeftRun + " --model flux:huge --nproc 1 --mesh ulysses=1");
   EXPECT_EQ(s.status, 2) << s.output;
   EXPECT_EQ(s.output, "weft-run: unknown model `flux:huge`: unknown Flux config `huge` (known: tiny, small, dev, schnell)\n");
+}
+
+// ---- Issue 15: what a hostile user hands weft-run. Each case is refused with a message that
+// says what is wrong, before anything is built or spawned where it can be.
+
+// A config.json that asks for a billion layers is refused by the config's bounds at once,
+// instead of building layers until the machine runs out of memory.
+TEST(WeftRunHostile, ConfigWithABillionLayersIsRefusedAtOnce) {
+  const std::string dir = CopyOfTinyFluxDir("billion_layers");
+  EditJson(dir + "/config.json", [](nlohmann::json& c) { c["num_layers"] = 1000000000; });
+  const auto [seconds, s] = Timed(kWeftRun + " --model-dir " + dir + " --nproc 2 --mesh ulysses=2");
+  EXPECT_EQ(s.status, 2) << s.output;
+  EXPECT_EQ(s.output, "weft-run: --model-dir " + dir + ": model `flux:weft_run_test_billion_layers`: Flux config.json: "
+                      "`num_layers` is 1000000000; weft accepts 0..1000\n");
+  EXPECT_LT(seconds, 5.0);
+}
+
+// A config.json within bounds but not the checkpoint's (a layer more; a wider text embedding) is
+// refused by comparing the model's parameters with the checkpoint's headers, before building.
+TEST(WeftRunHostile, ConfigThatIsNotTheCheckpointsIsRefusedBeforeBuilding) {
+  const std::string more = CopyOfTinyFluxDir("config_one_layer_more");
+  EditJson(more + "/config.json", [](nlohmann::json& c) { c["num_layers"] = 3; });
+  Shell s = Sh(kWeftRun + " --model-dir " + more + " --nproc 2 --mesh ulysses=2");
+  EXPECT_EQ(s.status, 2) << s.output;
+  EXPECT_EQ(s.output, "weft-run: --model-dir " + more + ": config.json describes flux:weft_run_test_config_one_layer_more "
+                      "with 6.322e+05 parameter values, but its checkpoint holds 4.828e+05 (32 parameter(s) missing, 0 of "
+                      "another shape; e.g. `transformer_blocks.2.norm1.linear.weight` [384, 64] is not in it): the config "
+                      "and the weights do not belong together\n");
+  const std::string wider = CopyOfTinyFluxDir("config_wider_text");
+  EditJson(wider + "/config.json", [](nlohmann::json& c) { c["joint_attention_dim"] = 48; });
+  s = Sh(kWeftRun + " --model-dir " + wider + " --nproc 2 --mesh ulysses=2");
+  EXPECT_EQ(s.status, 2) << s.output;
+  EXPECT_EQ(s.output, "weft-run: --model-dir " + wider + ": config.json describes flux:weft_run_test_config_wider_text "
+                      "with 4.838e+05 parameter values, but its checkpoint holds 4.828e+05 (0 parameter(s) missing, 1 of "
+                      "another shape; e.g. `context_embedder.weight` is [64, 32] there but [64, 48] in the model): the "
+                      "config and the weights do not belong together\n");
+}
+
+// Float weights relabelled I32 are not cast into the float parameter: the key, the checkpoint's
+// dtype, its file and the parameter's dtype are named.
+TEST(WeftRunHostile, FloatWeightsRelabelledI32AreRefusedByKey) {
+  const std::string dir = CopyOfTinyFluxDir("weights_as_i32");
+  const std::string shard = dir + "/diffusion_pytorch_model-00002-of-00002.safetensors";
+  RelabelDtype(shard, "proj_out.weight", "I32");
+  Shell s = Sh(kWeftRun + " --model-dir " + dir + " --nproc 2 --mesh ulysses=2");
+  EXPECT_EQ(s.status, 1) << s.output;
+  EXPECT_NE(s.output.find("[ranks 0-1] weft-run: error: checkpoint does not match FluxTransformer2DModel:\n"
+                          "[ranks 0-1]   1 non-floating dtype(s) for floating parameters:\n"
+                          "[ranks 0-1]     proj_out.weight: checkpoint I32 (" + shard + "), model Float\n"),
+            std::string::npos) << s.output;
+}
+
+// A NaN in the inputs makes the whole output NaN; without --check that is an error too.
+TEST(WeftRunHostile, NonFiniteOutputIsAnErrorWithoutCheck) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::string inputs = FluxInputs("nan_inputs", [&](std::vector<Filled>& t) { t[0].fill = nan; });
+  Shell s = Sh(kWeftRun + " --inputs " + inputs + " --nproc 2 --mesh ulysses=2");
+  EXPECT_EQ(s.status, 1) << s.output;
+  EXPECT_NE(s.output.find("[ranks 0-1] weft-run: error: the output of flux:tiny (Float, [1, 64, 16]) has 1024 NaN and 0 "
+                          "infinite value(s) of 1024: the weights or inputs hold non-finite values, or the computation "
+                          "overflows\n"),
+            std::string::npos) << s.output;
+}
+
+// An index.json may name only files inside its directory: no `..`, no absolute path.
+TEST(WeftRunHostile, WeightMapEntryOutsideTheModelDirIsRefused) {
+  for (const std::string& name : {std::string("../../../../etc/passwd"), std::string("/etc/passwd")}) {
+    const std::string dir = CopyOfTinyFluxDir("weight_map_outside");
+    const std::string index = dir + "/diffusion_pytorch_model.safetensors.index.json";
+    EditJson(index, [&](nlohmann::json& i) { i["weight_map"]["proj_out.weight"] = name; });
+    Shell s = Sh(kWeftRun + " --model-dir " + dir + " --nproc 2 --mesh ulysses=2");
+    EXPECT_EQ(s.status, 2) << s.output;
+    EXPECT_EQ(s.output, "weft-run: --model-dir: " + index + ": weight_map[`proj_out.weight`] names `" + name +
+                        "`, which is outside the model directory " + dir +
+                        " (an index may name only files inside its directory)\n");
+  }
+}
+
+// config.json that is no diffusers config, or whose sizes are out of bounds: one line each.
+TEST(WeftRunHostile, BadConfigJsonIsNamed) {
+  const std::string dir = CopyOfTinyFluxDir("bad_config");
+  const std::string pre = "weft-run: --model-dir " + dir + ": ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"not json", pre + "config.json is not valid JSON: parse error at line 1, column 2: syntax error while parsing value "
+                         "- invalid literal; last read: 'no'\n"},
+      {"[1]", pre + "config.json is not a JSON object (a diffusers config.json is {\"_class_name\": ...})\n"},
+      {"{\"num_layers\": 2}", pre + "config.json has no `_class_name` (a diffusers config.json names its model class "
+                                    "there, e.g. \"FluxTransformer2DModel\")\n"},
+      {"{\"_class_name\": 5}", pre + "config.json's `_class_name` is 5, not a string naming a model class\n"},
+  };
+  const std::string original = ReadText(dir + "/config.json");
+  for (const auto& [text, message] : cases) {
+    std::ofstream(dir + "/config.json") << text;
+    Shell s = Sh(kWeftRun + " --model-dir " + dir + " --nproc 2 --mesh ulysses=2");
+    EXPECT_EQ(s.status, 2) << text << "\n" << s.output;
+    EXPECT_EQ(s.output, message) << text;
+  }
+  std::ofstream(dir + "/config.json") << original;
+  EditJson(dir + "/config.json", [](nlohmann::json& c) { c["num_attention_heads"] = -4; });
+  Shell s = Sh(kWeftRun + " --model-dir " + dir + " --nproc 2 --mesh ulysses=2");
+  EXPECT_EQ(s.status, 2) << s.output;
+  EXPECT_EQ(s.output, pre + "model `flux:weft_run_test_bad_config`: Flux config.json: `num_attention_heads` is -4; weft "
+                            "accepts 1..1024\n");
+}
+
+// Inputs the model cannot take are named by the model's input check, printed once for all
+// ranks, without a LibTorch backtrace.
+TEST(WeftRunHostile, InputsTheModelCannotTakeAreNamed) {
+  const std::string batch = FluxInputs("batch_mismatch", [](std::vector<Filled>& t) { t[1].shape = {2, 16, 32}; });
+  const std::string int64 = FluxInputs("int64_input", [](std::vector<Filled>& t) { t[0].dtype = "I64"; });
+  const std::string frames = Temp("zero_frames.safetensors");
+  WriteFilled(frames, {{"hidden_states", {1, 4, 0, 8, 8}}, {"timestep", {1}}, {"encoder_hidden_states", {1, 8, 32}}});
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--inputs " + batch, "--inputs " + batch + ": input `encoder_hidden_states` has batch 2 but `hidden_states` has "
+                                                  "batch 1 (dim 0 of every batched input must agree)"},
+      {"--inputs " + int64, "--inputs " + int64 + ": input `hidden_states` is Long [1, 64, 16]; FluxTransformer2DModel "
+                                                  "takes a floating tensor there (F32, BF16 or F16)"},
+      {"--model wan:tiny --inputs " + frames,
+       "--inputs " + frames + ": input `hidden_states` has 0 frames (dim 2 of [1, 4, 0, 8, 8]); every axis of a model "
+                              "input needs at least one entry"},
+  };
+  for (const auto& [args, message] : cases) {
+    Shell s = Sh(kWeftRun + " " + args + " --nproc 2 --mesh ulysses=2");
+    EXPECT_EQ(s.status, 1) << args << "\n" << s.output;
+    EXPECT_NE(s.output.find("[ranks 0-1] weft-run: error: " + message + "\n"), std::string::npos) << s.output;
+    EXPECT_EQ(s.output.find("frame #"), std::string::npos) << s.output;
+    EXPECT_EQ(s.output.find("Exception raised from"), std::string::npos) << s.output;
+  }
+}
+
+TEST(WeftRunHostile, ToleranceMustBeAFiniteNumber) {
+  for (const char* tolerance : {"nan", "-1", "inf"}) {
+    Shell s = Sh(kWeftRun + " --nproc 2 --mesh ulysses=2 --check --tolerance " + std::string(tolerance));
+    EXPECT_EQ(s.status, 2) << s.output;
+    EXPECT_EQ(s.output, std::string("weft-run: --tolerance ") + tolerance + ": expected a finite number >= 0 (the largest max|sharded "
+                        "- unsharded| / max|unsharded| --check accepts, e.g. 1e-5)\n");
+  }
 }
 
 }  // namespace
