@@ -178,6 +178,71 @@ std::pair<double, Shell> Timed(const std::string& command) {
   return {std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), s};
 }
 
+// A TCP port on 127.0.0.1 that nobody listens on now.
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string HostName() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return host;
+}
+
+// The torchrun environment of rank `rank` of a `world`-rank job on one host, store at
+// 127.0.0.1:port (no weft-run launcher: the ranks are started by hand).
+std::string RankEnv(int rank, int world, int port) {
+  return "env -u WEFT_JOB_ID -u TORCHELASTIC_RUN_ID MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+         " WORLD_SIZE=" + std::to_string(world) + " LOCAL_WORLD_SIZE=" + std::to_string(world) +
+         " RANK=" + std::to_string(rank) + " LOCAL_RANK=" + std::to_string(rank) + " ";
+}
+
+// A rank started by hand: its exit status, its output (stdout and stderr), and its pid.
+struct RankRun {
+  int status = -1;
+  std::string output;
+  int pid = 0;
+};
+
+// Ranks 0 and 1 of one torchrun-style job started together, each with its own weft-run arguments.
+std::array<RankRun, 2> TwoRanks(const std::string& name, const std::string& args0, const std::string& args1) {
+  const int port = FreePort();
+  const std::string dir = Temp(name);
+  std::string script = "rm -rf " + dir + "; mkdir -p " + dir + "; cd " + dir + " || exit 1; ";
+  for (int r : {0, 1}) {
+    const std::string rs = std::to_string(r);
+    script += RankEnv(r, 2, port) + kWeftRun + " " + (r == 0 ? args0 : args1) + " > rank" + rs + ".log 2>&1 & echo $! > pid" +
+              rs + "; ";
+  }
+  script += "wait $(cat pid0); echo $? > status0; wait $(cat pid1); echo $? > status1";
+  Shell s = Sh("sh -c '" + script + "'");
+  EXPECT_EQ(s.status, 0) << s.output;
+  std::array<RankRun, 2> runs;
+  for (int r : {0, 1}) {
+    const std::string rs = std::to_string(r);
+    runs[r].output = ReadText(dir + "/rank" + rs + ".log");
+    runs[r].status = std::atoi(ReadText(dir + "/status" + rs).c_str());
+    runs[r].pid = std::atoi(ReadText(dir + "/pid" + rs).c_str());
+  }
+  return runs;
+}
+
+// Lines of `text` (a last line without its newline counts).
+size_t Lines(const std::string& text) {
+  size_t n = 0;
+  for (char c : text) n += c == '\n';
+  return n + (!text.empty() && text.back() != '\n');
+}
+
 TEST(WeftRunJob, DefaultJobIsTinyFluxOnRing2Ulysses2Checked) {
   Shell s = Sh(kWeftRun);
   ASSERT_EQ(s.status, 0) << s.output;
@@ -600,6 +665,92 @@ TEST(WeftRunHostile, ToleranceMustBeAFiniteNumber) {
     EXPECT_EQ(s.output, std::string("weft-run: --tolerance ") + tolerance + ": expected a finite number >= 0 (the largest max|sharded "
                         "- unsharded| / max|unsharded| --check accepts, e.g. 1e-5)\n");
   }
+}
+
+// A local mesh of 4096 ranks is refused before the first rank is spawned: the only output is
+// the refusal, and it comes at once.
+TEST(WeftRunHostile, MeshOfMoreLocalRanksThanTheMachineHoldsIsRefusedAtOnce) {
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int most = std::min(1024, 16 * cores);
+  const auto [seconds, s] = Timed(kWeftRun + " --model flux:tiny --mesh ring=64,ulysses=64");
+  EXPECT_EQ(s.status, 2) << s.output;
+  EXPECT_EQ(s.output, "weft-run: --mesh ring=64,ulysses=64 has 4096 ranks, more local ranks than weft-run starts on this "
+                      "machine (" + std::to_string(most) + ": 16 per core on its " + std::to_string(cores) +
+                      " core(s), never more than 1024); run a mesh this large across machines under torchrun or srun\n");
+  EXPECT_LT(seconds, 5.0);
+}
+
+// Two torchrun-style ranks on one store whose jobs differ (here: the seed) are refused at the
+// rendezvous, each naming the other rank and the field that differs, before any collective.
+TEST(WeftRunHostile, RankOfAnotherJobIsRefusedByName) {
+  const std::array<RankRun, 2> r = TwoRanks("crossed_jobs", "--no-prefix --mesh ulysses=2 --timeout 10",
+                                            "--no-prefix --mesh ulysses=2 --timeout 10 --seed 7");
+  ASSERT_GT(r[0].pid, 0);
+  ASSERT_GT(r[1].pid, 0);
+  const std::regex port(".*MASTER_ADDR:MASTER_PORT 127\\.0\\.0\\.1:([0-9]+)\\?.*\n", std::regex::extended);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_match(r[0].output, m, port)) << r[0].output;
+  const std::string where = "127.0.0.1:" + m[1].str();
+  const std::string host = HostName();
+  EXPECT_EQ(r[0].status, 1) << r[0].output;
+  EXPECT_EQ(r[0].output, "weft-run: error: rank 0: rank 1 (pid " + std::to_string(r[1].pid) + ", host " + host +
+                             ") runs another job than rank 0: `seed` is `7` there but `0` on rank 0; every rank must run "
+                             "the same job. Is a rank of another job using MASTER_ADDR:MASTER_PORT " + where +
+                             "? Give each job its own MASTER_PORT\n");
+  EXPECT_EQ(r[1].status, 1) << r[1].output;
+  EXPECT_EQ(r[1].output, "weft-run: error: rank 1: this rank's job differs from rank 0's: `seed` is `7` here but `0` on "
+                             "rank 0 (pid " + std::to_string(r[0].pid) + ", host " + host +
+                             "); every rank must run the same job. Is a rank of another job using MASTER_ADDR:MASTER_PORT " +
+                             where + "? Give each job its own MASTER_PORT\n");
+}
+
+// A rank 1 whose rank 0 never comes: one line naming the store and rank 0, not c10d's retry
+// logs with their backtraces (TORCH_CPP_LOG_LEVEL brings those back).
+TEST(WeftRunHostile, LoneRankOneAtTheRendezvousIsOneClearLine) {
+  const int port = FreePort();
+  const auto [seconds, s] = Timed(RankEnv(1, 2, port) + kWeftRun + " --no-prefix --mesh ulysses=2 --timeout 2");
+  EXPECT_EQ(s.status, 1) << s.output;
+  EXPECT_LT(Lines(s.output), 6u) << s.output;
+  const std::regex line("weft-run: error: rank 1: cannot reach the TCPStore at 127\\.0\\.0\\.1:" + std::to_string(port) +
+                        " within [0-9]+ ms \\(is rank 0 running, and are MASTER_ADDR/MASTER_PORT the same on every "
+                        "rank\\?\\)\n");
+  EXPECT_TRUE(std::regex_match(s.output, line)) << s.output;
+  EXPECT_LT(seconds, 10.0);
+}
+
+// Rank 0 waiting for a rank 1 that never comes says that rank 1 did not arrive, not that the
+// store could not start.
+TEST(WeftRunHostile, RankZeroWithoutItsPeerNamesTheMissingRank) {
+  const int port = FreePort();
+  const auto [seconds, s] = Timed(RankEnv(0, 2, port) + kWeftRun + " --no-prefix --mesh ulysses=2 --timeout 3");
+  EXPECT_EQ(s.status, 1) << s.output;
+  const std::regex line("weft-run: error: rank 0: rank 1 of 2 did not arrive at the TCPStore on 127\\.0\\.0\\.1:" +
+                        std::to_string(port) + " within [0-9]+ ms \\(timeout 3000 ms\\); are they started, with the same "
+                        "MASTER_ADDR, MASTER_PORT and WORLD_SIZE=2\\?\n");
+  EXPECT_TRUE(std::regex_match(s.output, line)) << s.output;
+  EXPECT_EQ(s.output.find("cannot start the TCPStore server"), std::string::npos) << s.output;
+  EXPECT_LT(seconds, 8.0);
+}
+
+TEST(WeftRunHostile, MeshAxisBeyondTheBoundNamesTheBound) {
+  Shell s = Sh(kWeftRun + " --model flux:tiny --mesh ulysses=1000000");
+  EXPECT_EQ(s.status, 2) << s.output;
+  EXPECT_EQ(s.output, "weft-run: mesh `ulysses=1000000`: axis `ulysses` has size 1000000, more than the 65536 ranks a "
+                      "mesh may have\n");
+}
+
+// `--report json` on two ranks: stdout is one JSON document (rank 0's, without a prefix); the
+// human-readable lines go to stderr with theirs.
+TEST(WeftRunHostile, JsonReportOnTwoRanksIsOneDocumentOnStdout) {
+  const std::string out = Temp("report_stdout.json"), err = Temp("report_stderr.txt");
+  Shell s = Sh("sh -c '" + kWeftRun + " --nproc 2 --mesh ulysses=2 --check --report json > " + out + " 2> " + err + "'");
+  ASSERT_EQ(s.status, 0) << ReadText(err);
+  const std::string text = ReadText(out);
+  nlohmann::json j;
+  ASSERT_NO_THROW(j = nlohmann::json::parse(text)) << text;
+  EXPECT_EQ(j["world_size"], 2) << text;
+  EXPECT_TRUE(j["check"]["passed"].get<bool>()) << text;
+  EXPECT_NE(ReadText(err).find("[rank 0] weft-run: check passed"), std::string::npos) << ReadText(err);
 }
 
 }  // namespace
