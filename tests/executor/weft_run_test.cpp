@@ -753,4 +753,107 @@ TEST(WeftRunHostile, JsonReportOnTwoRanksIsOneDocumentOnStdout) {
   EXPECT_NE(ReadText(err).find("[rank 0] weft-run: check passed"), std::string::npos) << ReadText(err);
 }
 
+// `weft compile`'s plan for `mesh`, with every attention step's mode `from` set to `to` and its
+// content hash recomputed as weft computes it (sha256 of the sorted, compact document without
+// `content_hash`): a plan edited by someone who knows the format.
+std::string TamperedPlan(const std::string& name, const std::string& mesh, const std::string& from, const std::string& to) {
+  const std::string plan = Temp(name + ".json");
+  Shell c = Sh(kWeft + " compile " + kSource + "/plans/flux.weft --graph " + kSource +
+               "/graphs/flux-tiny.graph.json --workload 128x128 --mesh " + mesh + " -o " + plan);
+  EXPECT_EQ(c.status, 0) << c.output;
+  nlohmann::json doc = nlohmann::json::parse(ReadText(plan));
+  int edited = 0;
+  for (auto& step : doc["steps"]) {
+    if (step.contains("attention") && step["attention"]["mode"] == from) {
+      step["attention"]["mode"] = to;
+      ++edited;
+    }
+  }
+  EXPECT_EQ(edited, 4) << "tiny Flux has four attention sites";
+  doc.erase("content_hash");
+  std::ofstream(Temp(name + ".canonical")) << doc.dump();
+  Shell h = Sh("sha256sum " + Temp(name + ".canonical"));
+  EXPECT_EQ(h.status, 0) << h.output;
+  doc["content_hash"] = "sha256:" + h.output.substr(0, 64);
+  std::ofstream(plan) << doc.dump(2);
+  return plan;
+}
+
+// The executor re-derives a compiled plan from the model instead of trusting it: attention set
+// to `local` where K/V are split over cp (2 ranks, ulysses=2), or USP set to Ulysses on a mesh
+// with a ring, is refused with every site that differs, though its hash is right.
+TEST(WeftRunHostile, EditedPlanWithItsHashRecomputedIsRefused) {
+  const std::vector<std::string> sites = {"transformer_blocks.0.attn", "transformer_blocks.1.attn",
+                                          "single_transformer_blocks.0.attn", "single_transformer_blocks.1.attn"};
+  struct Case {
+    std::string name, mesh, nproc, from, to, ranks;
+  };
+  for (const Case& c : {Case{"tampered_local", "ulysses=2", "2", "ulysses", "local", "[ranks 0-1] "},
+                        Case{"tampered_usp", "ring=2,ulysses=2", "4", "usp", "ulysses", "[ranks 0-3] "}}) {
+    const std::string plan = TamperedPlan(c.name, c.mesh, c.from, c.to);
+    Shell s = Sh(kWeftRun + " --compiled " + plan + " --nproc " + c.nproc + " --mesh " + c.mesh);
+    EXPECT_EQ(s.status, 1) << s.output;
+    std::string expected = c.ranks + "weft-run: error: compiled plan `" + plan + "` does not hold for flux:tiny (re-derived "
+                           "from the model traced at workload `128x128`, mesh " + c.mesh + "): 4 difference(s) from "
+                           "what the compiler gives\n";
+    for (const std::string& site : sites) {
+      expected += c.ranks + "  module `" + site + "`: attention runs `" + c.to + "` in the plan, but its K/V are split over "
+                  "the cp group here, so on this mesh it must run `" + c.from + "`\n";
+    }
+    expected += c.ranks + "  (the plan was edited after it was compiled, or compiled against a graph that does not describe "
+                "this model; recompile it)\n";
+    EXPECT_NE(s.output.find(expected), std::string::npos) << c.name << "\n" << s.output;
+    EXPECT_EQ(s.output.find("content hash"), std::string::npos) << s.output;  // the hash was right
+  }
+}
+
+// A --graph whose traced image sequence is 2^40 tokens (the model's is 64) compiles, but the
+// plan re-derived from the model traced at that workload differs: refused, nothing runs.
+TEST(WeftRunHostile, GraphWhoseTracesAreNotTheModelsIsRefused) {
+  const std::string graph = Temp("sequence_2_40.graph.json");
+  nlohmann::json g = nlohmann::json::parse(ReadText(kSource + "/graphs/flux-tiny.graph.json"));
+  const int64_t huge = int64_t{1} << 40;
+  int edited = 0;
+  std::function<void(nlohmann::json&)> grow = [&](nlohmann::json& j) {
+    if (j.is_object()) {
+      if (j.contains("shape") && j["shape"].is_array() && j["shape"].size() >= 3 && j["shape"][1] == 64) {
+        j["shape"][1] = huge;
+        ++edited;
+      }
+      for (auto& [key, value] : j.items()) grow(value);
+    } else if (j.is_array()) {
+      for (auto& value : j) grow(value);
+    }
+  };
+  ASSERT_EQ(g["workloads"][0]["name"], "128x128");
+  grow(g["workloads"][0]);
+  ASSERT_GT(edited, 0);
+  std::ofstream(graph) << g.dump();
+  Shell s = Sh(kWeftRun + " --graph " + graph + " --nproc 2 --mesh ulysses=2");
+  EXPECT_EQ(s.status, 1) << s.output;
+  EXPECT_NE(s.output.find("[ranks 0-1] weft-run: error: plan `" + kSource + "/plans/flux.weft` compiled against graph `" +
+                          graph + "` does not hold for flux:tiny (re-derived from the model traced at workload `128x128`, "
+                          "mesh tp=1,ring=1,ulysses=2): 2 difference(s) from what the compiler gives\n"
+                          "[ranks 0-1]   module ``: the plan has `split hidden_states dim 1 rank 3 of 1099511627776 into "
+                          "[549755813888, 549755813888]`, the model gives `split hidden_states dim 1 rank 3 of 64 into "
+                          "[32, 32]`\n"
+                          "[ranks 0-1]   module `proj_out`: the plan has `gather output 0 dim 1 rank 3 of 1099511627776 from "
+                          "[549755813888, 549755813888]`, the model gives `gather output 0 dim 1 rank 3 of 64 from [32, 32]`\n"),
+            std::string::npos) << s.output;
+  EXPECT_EQ(s.output.find("median"), std::string::npos) << s.output;  // no forward ran
+}
+
+// plans/wan.weft with a Flux graph given by --graph: the graph's class is named, and weft-run
+// does not ask for a graph it was given.
+TEST(WeftRunHostile, WanPlanWithAFluxGraphNamesBothClasses) {
+  Shell s = Sh(kWeftRun + " --plan " + kSource + "/plans/wan.weft --graph " + kSource +
+               "/graphs/flux-tiny.graph.json --nproc 2 --mesh ulysses=2");
+  EXPECT_EQ(s.status, 1) << s.output;
+  EXPECT_NE(s.output.find("[ranks 0-1] " + kSource + "/plans/wan.weft:2:14: error: plan `wan` is written for "
+                          "`WanTransformer3DModel`, but graph `flux-tiny` is a `FluxTransformer2DModel` "
+                          "[ModelClassMismatch]\n"),
+            std::string::npos) << s.output;
+  EXPECT_EQ(s.output.find("pass one with --graph"), std::string::npos) << s.output;
+}
+
 }  // namespace
