@@ -6,20 +6,12 @@
 #include <unordered_map>
 
 #include "compiler/program/archive.h"
+#include "compiler/program/local_sizes.h"
 
 namespace weft::program {
 namespace {
 
 using Kind = plan::ProgramEdit::Kind;
-
-bool InScope(const Program& p, const Node& n, const std::string& scope) {
-  if (scope.empty()) return true;
-  if (n.stack < 0) return false;
-  for (const ModuleFrame& f : p.module_stacks[static_cast<size_t>(n.stack)]) {
-    if (f.path == scope) return true;
-  }
-  return false;
-}
 
 Node EditNode(const std::string& target, size_t edit, const std::string& input, const std::string& output, int32_t stack) {
   Node n;
@@ -47,6 +39,69 @@ void Rename(Argument& a, const std::function<std::string(const std::string&)>& r
   for (std::string& n : a.names) {
     if (!n.empty()) n = rename(n);
   }
+}
+
+// Applies kArgument edit `e` (index `index`) to `n`, which reads `reads` (program value -> the
+// value it reads now, sharded where a split covers it): the symbolic int becomes the size of
+// the shard of `e.value` along `e.dim`, computed by a sym_size node inserted before it; or,
+// without a value, the constant `e.new_value`.
+void EditArgument(Program& p, Node& n, const plan::ProgramEdit& e, size_t index,
+                  const std::map<std::string, std::string>& reads, std::vector<Node>& nodes) {
+  const std::string where = p.path.empty() ? std::string("program") : p.path;
+  const std::string rule = e.origin.Known() ? " (rule at " + e.origin.ToString() + ")" : "";
+  NamedArgument* arg = nullptr;
+  for (NamedArgument& in : n.inputs) {
+    if (in.name == e.argument) arg = &in;
+  }
+  const bool single = e.element < 0;
+  if (arg == nullptr ||
+      (single ? arg->arg.kind != Argument::Kind::kSymInt && arg->arg.kind != Argument::Kind::kInt
+              : (arg->arg.kind != Argument::Kind::kSymInts && arg->arg.kind != Argument::Kind::kInts) ||
+                    static_cast<size_t>(e.element) >=
+                        (arg->arg.kind == Argument::Kind::kInts ? arg->arg.ints.size() : arg->arg.sym_ints.size()))) {
+    throw ProgramError(where + ": the plan's argument edit for `" + e.module + "`" + rule + " names argument `" +
+                       e.argument + "`" + (single ? "" : " element " + std::to_string(e.element)) + " of node `" +
+                       n.name + "`, which is no integer there");
+  }
+  if (e.value.empty()) {
+    if (arg->arg.kind == Argument::Kind::kInt) {
+      arg->arg.i = e.new_value;
+    } else if (arg->arg.kind == Argument::Kind::kInts) {
+      arg->arg.ints[static_cast<size_t>(e.element)] = e.new_value;
+    } else {
+      SymIntRef& ref = arg->arg.sym_ints[single ? 0 : static_cast<size_t>(e.element)];
+      ref = SymIntRef{false, "", e.new_value};
+    }
+    return;
+  }
+  auto tensor = reads.find(e.value);
+  if (tensor == reads.end() || arg->arg.kind == Argument::Kind::kInt || arg->arg.kind == Argument::Kind::kInts) {
+    throw ProgramError(where + ": the plan's local size for node `" + n.name + "`" + rule + " reads `" + e.value +
+                       "`, which that node cannot see");
+  }
+  SymIntRef& ref = arg->arg.sym_ints[single ? 0 : static_cast<size_t>(e.element)];
+  Node size;
+  size.name = e.value + "@" + std::to_string(index) + ".size";
+  size.target = "torch.ops.aten.sym_size.int";
+  NamedArgument self;
+  self.name = "self";
+  self.arg.kind = Argument::Kind::kTensor;
+  self.arg.name = tensor->second;
+  NamedArgument dim;
+  dim.name = "dim";
+  dim.arg.kind = Argument::Kind::kInt;
+  dim.arg.i = e.dim;
+  size.inputs = {self, dim};
+  Argument out;
+  out.kind = Argument::Kind::kSymInt;
+  out.sym_ints = {SymIntRef{true, size.name, 0}};
+  size.outputs = {out};
+  size.stack = n.stack;
+  if (auto old = p.sym_int_values.find(ref.name); old != p.sym_int_values.end()) {
+    p.sym_int_values.emplace(size.name, old->second);
+  }
+  ref.name = size.name;
+  nodes.push_back(std::move(size));
 }
 
 }  // namespace
@@ -81,6 +136,7 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
   std::vector<Scoped> scoped;                                 // splits of a module argument
   std::map<std::string, std::vector<size_t>> after;           // value -> edits applied after its producer
   std::map<std::string, size_t> attention;                    // node -> edit
+  std::map<std::string, std::vector<size_t>> arguments;       // node -> its argument edits
   for (size_t i = 0; i < edits.edits.size(); ++i) {
     const plan::ProgramEdit& e = edits.edits[i];
     const std::string rule = e.origin.Known() ? " (rule at " + e.origin.ToString() + ")" : "";
@@ -103,6 +159,13 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
                              "`, which the program does not have");
         }
         attention[e.node] = i;
+        break;
+      case Kind::kArgument:
+        if (node_index.count(e.node) == 0) {
+          throw ProgramError(where + ": the plan's argument edit for `" + e.module + "`" + rule + " names node `" + e.node +
+                             "`, which the program does not have");
+        }
+        arguments[e.node].push_back(i);
         break;
       default:
         throw ProgramError(where + ": edit " + std::string(plan::ProgramEditKindName(e.kind)) + " of `" + e.module +
@@ -128,22 +191,37 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
       renamed[value] = out;
     }
   };
+  // What node `n` reads for value `v`: a split made for its module's uses (emitted before the
+  // first of them), else the value as renamed so far.
+  auto read = [&](const Node& n, const std::string& v) {
+    for (Scoped& s : scoped) {
+      if (s.value != v || !NodeInModule(p, n, s.scope)) continue;
+      if (!s.emitted) {
+        nodes.push_back(EditNode(kSplitTarget, s.edit, current(v), s.renamed, n.stack));
+        if (const TensorMeta* meta = p.FindTensor(v)) p.tensor_values.emplace(s.renamed, *meta);
+        s.emitted = true;
+      }
+      return s.renamed;
+    }
+    return current(v);
+  };
   // Graph inputs first: the root's splits.
   for (const std::string& in : graph_inputs) emit_after(in, -1);
   for (Node& n : p.nodes) {
+    std::map<std::string, std::string> reads;  // the node's inputs: program value -> what it reads now
     for (NamedArgument& in : n.inputs) {
-      Rename(in.arg, [&](const std::string& v) {
-        for (Scoped& s : scoped) {
-          if (s.value != v || !InScope(p, n, s.scope)) continue;
-          if (!s.emitted) {
-            nodes.push_back(EditNode(kSplitTarget, s.edit, current(v), s.renamed, n.stack));
-            if (const TensorMeta* meta = p.FindTensor(v)) p.tensor_values.emplace(s.renamed, *meta);
-            s.emitted = true;
-          }
-          return s.renamed;
-        }
-        return current(v);
+      Rename(in.arg, [&](const std::string& v) -> std::string {
+        const std::string now = read(n, v);
+        reads.emplace(v, now);
+        return now;
       });
+    }
+    if (auto edited = arguments.find(n.name); edited != arguments.end()) {
+      for (size_t i : edited->second) {
+        const plan::ProgramEdit& e = edits.edits[i];
+        if (!e.value.empty() && !reads.count(e.value)) reads.emplace(e.value, read(n, e.value));
+        EditArgument(p, n, e, i, reads, nodes);
+      }
     }
     auto att = attention.find(n.name);
     if (att != attention.end()) {

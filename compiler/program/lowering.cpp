@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "compiler/program/archive.h"
 #include "compiler/program/bindings.h"
 #include "compiler/program/graph_view.h"
+#include "compiler/program/local_sizes.h"
 
 namespace weft::program {
 namespace {
@@ -38,6 +40,60 @@ void TakeLeaves(const TreeSpec& spec, const std::vector<const Argument*>& leaves
     return;
   }
   for (const TreeSpec& c : spec.children) TakeLeaves(c, leaves, next, out);
+}
+
+// Operators that keep every element where it is (a dtype change, a copy): splitting their
+// input along a dim equals splitting their output along it.
+bool KeepsLayout(const std::string& target) {
+  static const char* const kOps[] = {
+      "torch.ops.aten.to.dtype",       "torch.ops.aten.to.dtype_layout", "torch.ops.aten._to_copy.default",
+      "torch.ops.aten.type_as.default", "torch.ops.aten.contiguous.default", "torch.ops.aten.clone.default",
+      "torch.ops.aten.alias.default",   "torch.ops.aten.detach.default",
+  };
+  for (const char* op : kOps) {
+    if (target == op) return true;
+  }
+  return false;
+}
+
+// torch.export hoists computations of a module's argument out of the module when it can (a
+// dtype cast of QwenImage's text mask runs once, at the root, for every block): the module's
+// uses then read the cast, not the argument the plan splits. A split of a module argument
+// therefore also covers, for the uses inside that module, every copy of the argument made
+// outside it by an operator that keeps the layout.
+void SplitHoistedCopies(const Program& p, plan::ProgramEdits& edits) {
+  std::map<std::string, std::vector<const Node*>> readers;
+  for (const Node& n : p.nodes) {
+    for (const NamedArgument& in : n.inputs) {
+      for (const std::string& t : in.arg.TensorNames()) readers[t].push_back(&n);
+    }
+  }
+  const size_t count = edits.edits.size();
+  for (size_t i = 0; i < count; ++i) {
+    std::vector<std::string> work = {edits.edits[i].value};
+    const plan::ProgramEdit split = edits.edits[i];
+    if (split.kind != plan::ProgramEdit::Kind::kSplit || split.after_producer || split.scope.empty()) continue;
+    std::set<std::string> done;
+    while (!work.empty()) {
+      const std::string v = work.back();
+      work.pop_back();
+      for (const Node* n : readers[v]) {
+        if (NodeInModule(p, *n, split.scope) || !KeepsLayout(n->target) || n->outputs.size() != 1 ||
+            n->outputs[0].kind != Argument::Kind::kTensor) {
+          continue;
+        }
+        const std::string out = n->outputs[0].name;
+        bool used_inside = false;
+        for (const Node* r : readers[out]) used_inside = used_inside || NodeInModule(p, *r, split.scope);
+        if (!done.insert(out).second) continue;
+        work.push_back(out);
+        if (!used_inside) continue;
+        plan::ProgramEdit copy = split;
+        copy.value = out;
+        edits.edits.push_back(std::move(copy));
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -191,6 +247,8 @@ plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program
       }
     }
   }
+  SplitHoistedCopies(p, out);
+  AddLocalSizeEdits(p, out);
   return out;
 }
 

@@ -1,0 +1,305 @@
+#include "compiler/program/local_sizes.h"
+
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "compiler/program/archive.h"
+#include "compiler/program/expr.h"
+
+namespace weft::program {
+namespace {
+
+using Kind = plan::ProgramEdit::Kind;
+
+// One full length a shard was split from, and the edit (the plan rule) that split it.
+using FullLengths = std::map<std::string, size_t>;  // canonical expression -> edit index
+
+class Canonical {
+ public:
+  // The expression in one spelling (sympy's srepr may carry assumptions in either order);
+  // "" for a constant size or an expression weft cannot read.
+  const std::string& Of(const SymInt& s) {
+    static const std::string kNone;
+    if (!s.symbolic || s.expr.empty()) return kNone;
+    auto it = cache_.find(s.expr);
+    if (it != cache_.end()) return it->second;
+    std::string text;
+    try {
+      text = Expr::Parse(s.expr).Infix();
+    } catch (const ExprError&) {
+      text = s.expr;
+    }
+    return cache_.emplace(s.expr, text).first->second;
+  }
+
+ private:
+  std::unordered_map<std::string, std::string> cache_;
+};
+
+std::string Rule(const plan::ProgramEdit& e) { return e.origin.Known() ? " (rule at " + e.origin.ToString() + ")" : ""; }
+
+std::string ModuleOf(const Program& p, const Node& n) {
+  if (n.stack < 0 || p.module_stacks[static_cast<size_t>(n.stack)].empty()) return "";
+  return p.module_stacks[static_cast<size_t>(n.stack)].back().path;
+}
+
+}  // namespace
+
+bool NodeInModule(const Program& p, const Node& n, const std::string& module) {
+  if (module.empty()) return true;
+  if (n.stack < 0) return false;
+  for (const ModuleFrame& f : p.module_stacks[static_cast<size_t>(n.stack)]) {
+    if (f.path == module) return true;
+  }
+  return false;
+}
+
+namespace {
+
+// Factories whose sizes come from their arguments only (ones([B, S]) ...): built at a split's
+// full length and combined with shards, they must be built at the local one.
+bool IsFactory(const std::string& target) {
+  static const char* const kOps[] = {"torch.ops.aten.ones.default", "torch.ops.aten.zeros.default",
+                                     "torch.ops.aten.full.default", "torch.ops.aten.empty.memory_format",
+                                     "torch.ops.aten.arange.default", "torch.ops.aten.arange.start"};
+  for (const char* op : kOps) {
+    if (target == op) return true;
+  }
+  return false;
+}
+
+class LocalSizes {
+ public:
+  LocalSizes(const Program& p, plan::ProgramEdits& edits)
+      : p_(p), edits_(edits), where_(p.path.empty() ? std::string("program") : p.path) {}
+
+  void Run() {
+    Collect();
+    if (all_lengths_.empty()) return;
+    for (size_t index = 0; index < p_.nodes.size(); ++index) Visit(index);
+    for (plan::ProgramEdit& e : added_) edits_.edits.push_back(std::move(e));
+  }
+
+ private:
+  // Where a local length can be read: a dim of a shard, produced by node `position` (-1: a graph
+  // input), visible only inside `scope` (a scoped split's value) or everywhere ("").
+  struct Source {
+    std::string value;
+    int64_t dim;
+    std::string scope;
+    int64_t position;
+  };
+  struct Scoped {
+    std::string value, scope, length;
+    size_t edit;
+  };
+
+  std::string FullLength(const std::string& value, int64_t dim) {
+    const TensorMeta* meta = p_.FindTensor(value);
+    if (meta == nullptr) return "";
+    const int64_t rank = static_cast<int64_t>(meta->sizes.size());
+    if (dim < 0) dim += rank;
+    if (dim < 0 || dim >= rank) return "";
+    return canonical_.Of(meta->sizes[static_cast<size_t>(dim)]);
+  }
+
+  void Collect() {
+    std::set<std::string> graph_inputs;
+    for (const Argument& a : p_.inputs) {
+      for (const std::string& n : a.TensorNames()) graph_inputs.insert(n);
+    }
+    for (size_t i = 0; i < p_.nodes.size(); ++i) {
+      for (const Argument& o : p_.nodes[i].outputs) {
+        for (const std::string& v : o.TensorNames()) producer_[v] = i;
+      }
+    }
+    for (size_t i = 0; i < edits_.edits.size(); ++i) {
+      const plan::ProgramEdit& e = edits_.edits[i];
+      if (e.kind == Kind::kGather) gathered_.insert(e.value);
+      if (e.kind != Kind::kSplit) continue;
+      const std::string length = FullLength(e.value, e.dim);
+      if (length.empty()) continue;  // a constant length: no symbolic size derives from it
+      all_lengths_.emplace(length, i);
+      if (!e.after_producer && !(e.scope.empty() && graph_inputs.count(e.value))) {
+        scoped_.push_back({e.value, e.scope, length, i});
+        Remember(e.value, FullLengths{{length, i}}, e.scope, -1);
+      } else if (graph_inputs.count(e.value)) {
+        shard_[e.value].emplace(length, i);
+        Remember(e.value, FullLengths{{length, i}}, "", -1);
+      } else {
+        split_after_[e.value].emplace(length, i);
+      }
+    }
+  }
+
+  void Remember(const std::string& value, const FullLengths& of, const std::string& scope, int64_t position) {
+    if (gathered_.count(value)) return;  // later uses read the gathered (full) value
+    const TensorMeta* meta = p_.FindTensor(value);
+    if (meta == nullptr) return;
+    for (size_t d = 0; d < meta->sizes.size(); ++d) {
+      const std::string& length = canonical_.Of(meta->sizes[d]);
+      if (!length.empty() && of.count(length)) seen_[length].push_back({value, static_cast<int64_t>(d), scope, position});
+    }
+  }
+
+  // The full lengths that input `t` of node `n` is a shard of.
+  FullLengths ShardOf(const Node& n, const std::string& t) {
+    FullLengths of;
+    if (auto it = shard_.find(t); it != shard_.end()) of = it->second;
+    for (const Scoped& s : scoped_) {
+      if (s.value == t && NodeInModule(p_, n, s.scope)) of.emplace(s.length, s.edit);
+    }
+    return of;
+  }
+
+  // kArgument edits for every symbolic-int argument of node `index` whose value is one of
+  // `lengths`, read from `local` (length -> (value, dim)) or else from a shard made before it.
+  void Localize(size_t index, const FullLengths& lengths, std::map<std::string, std::pair<std::string, int64_t>> local) {
+    const Node& n = p_.nodes[index];
+    for (const NamedArgument& in : n.inputs) {
+      if (in.arg.kind != Argument::Kind::kSymInt && in.arg.kind != Argument::Kind::kSymInts) continue;
+      for (size_t k = 0; k < in.arg.sym_ints.size(); ++k) {
+        const SymIntRef& ref = in.arg.sym_ints[k];
+        if (!ref.is_name) continue;
+        auto value = p_.sym_int_values.find(ref.name);
+        if (value == p_.sym_int_values.end()) continue;
+        const std::string& length = canonical_.Of(value->second);
+        auto split = lengths.find(length);
+        if (split == lengths.end()) continue;
+        const plan::ProgramEdit& origin = edits_.edits[split->second];
+        auto at = local.find(length);
+        if (at == local.end()) {
+          for (const Source& source : seen_[length]) {
+            if (source.position < static_cast<int64_t>(index) && NodeInModule(p_, n, source.scope)) {
+              at = local.emplace(length, std::make_pair(source.value, source.dim)).first;
+              break;
+            }
+          }
+        }
+        if (at == local.end()) {
+          throw ProgramError(where_ + ": node `" + n.name + "` (" + n.target + ", module `" + ModuleOf(p_, n) +
+                             "`) runs on a shard of the split of `" + origin.module + "`" + Rule(origin) +
+                             " but its argument `" + in.name + "` is the full length " + length +
+                             ", and no shard before it has a dim of that length to take the local one from");
+        }
+        plan::ProgramEdit e;
+        e.kind = Kind::kArgument;
+        e.node = n.name;
+        e.argument = in.name;
+        e.element = in.arg.kind == Argument::Kind::kSymInt ? -1 : static_cast<int64_t>(k);
+        e.value = at->second.first;
+        e.dim = at->second.second;
+        e.module = origin.module;
+        e.origin = origin.origin;
+        added_.push_back(std::move(e));
+      }
+    }
+  }
+
+  // A factory's output combined with shards, built at a split's full length: built locally
+  // instead, and a shard from then on. True when it was.
+  bool LocalizeFactory(const std::string& t) {
+    auto at = producer_.find(t);
+    if (at == producer_.end() || !IsFactory(p_.nodes[at->second].target) || localized_.count(t)) return false;
+    const TensorMeta* meta = p_.FindTensor(t);
+    if (meta == nullptr) return false;
+    FullLengths of;
+    for (const SymInt& size : meta->sizes) {
+      auto it = all_lengths_.find(canonical_.Of(size));
+      if (it != all_lengths_.end()) of.insert(*it);
+    }
+    if (of.empty()) return false;
+    Localize(at->second, of, {});
+    localized_.insert(t);
+    shard_[t] = of;
+    return true;
+  }
+
+  void Visit(size_t index) {
+    const Node& n = p_.nodes[index];
+    // The full lengths this node's inputs are shards of, and where each is available locally:
+    // an input's dim whose (full) size is that length.
+    FullLengths lengths;
+    std::map<std::string, std::pair<std::string, int64_t>> local;
+    std::vector<std::string> full_inputs;
+    for (const NamedArgument& in : n.inputs) {
+      for (const std::string& t : in.arg.TensorNames()) {
+        const FullLengths of = ShardOf(n, t);
+        if (of.empty()) {
+          full_inputs.push_back(t);
+          continue;
+        }
+        lengths.insert(of.begin(), of.end());
+        if (const TensorMeta* meta = p_.FindTensor(t)) {
+          for (size_t d = 0; d < meta->sizes.size(); ++d) {
+            const std::string& length = canonical_.Of(meta->sizes[d]);
+            if (of.count(length)) local.emplace(length, std::make_pair(t, static_cast<int64_t>(d)));
+          }
+        }
+      }
+    }
+    if (!lengths.empty()) {
+      for (const std::string& t : full_inputs) {
+        if (LocalizeFactory(t)) lengths.insert(shard_[t].begin(), shard_[t].end());
+      }
+      Localize(index, lengths, local);
+    }
+    // What the node yields: shards of the same full lengths, and of the lengths of its outputs
+    // that derive from them (a flatten's S*H of a split S); none after a gather.
+    std::set<std::string> symbols;
+    for (const auto& [length, edit] : lengths) {
+      for (const std::string& s : SymbolsOf(length)) symbols.insert(s);
+    }
+    for (const Argument& o : n.outputs) {
+      for (const std::string& v : o.TensorNames()) {
+        FullLengths out = lengths;
+        if (auto it = split_after_.find(v); it != split_after_.end()) out.insert(it->second.begin(), it->second.end());
+        if (gathered_.count(v)) out.clear();
+        if (out.empty()) continue;
+        if (const TensorMeta* meta = p_.FindTensor(v); meta != nullptr && !symbols.empty()) {
+          for (const SymInt& size : meta->sizes) {
+            const std::string& length = canonical_.Of(size);
+            if (length.empty() || out.count(length)) continue;
+            for (const std::string& s : SymbolsOf(length)) {
+              if (symbols.count(s)) {
+                out.emplace(length, out.begin()->second);
+                break;
+              }
+            }
+          }
+        }
+        Remember(v, out, "", static_cast<int64_t>(index));
+        shard_[v] = std::move(out);
+      }
+    }
+  }
+
+  static std::vector<std::string> SymbolsOf(const std::string& length) {
+    try {
+      return Expr::Parse(length).Symbols();
+    } catch (const ExprError&) {
+      return {};
+    }
+  }
+
+  const Program& p_;
+  plan::ProgramEdits& edits_;
+  const std::string where_;
+  Canonical canonical_;
+  std::vector<Scoped> scoped_;
+  std::unordered_map<std::string, FullLengths> shard_;  // value -> the full lengths it is a shard of
+  std::unordered_map<std::string, FullLengths> split_after_;
+  FullLengths all_lengths_;
+  std::set<std::string> gathered_;
+  std::set<std::string> localized_;
+  std::unordered_map<std::string, size_t> producer_;
+  std::map<std::string, std::vector<Source>> seen_;
+  std::vector<plan::ProgramEdit> added_;
+};
+
+}  // namespace
+
+void AddLocalSizeEdits(const Program& p, plan::ProgramEdits& edits) { LocalSizes(p, edits).Run(); }
+
+}  // namespace weft::program

@@ -1,0 +1,32 @@
+#pragma once
+
+// Sizes that must become local once a plan splits a tensor.
+//
+// torch.export computes the symbolic sizes a node needs (a reshape's [B, S, heads, -1]) once, as
+// `sym_size.int` of a graph input, often at the top of the graph: QwenImage's attention reshapes
+// read `sym_size.int(hidden_states, 1)` of the root's input although the plan splits the value
+// block 0 receives. Under the plan that node runs on a shard, so the full length there is wrong.
+//
+// Which nodes run on a shard follows the dataflow from the plan's splits: a value read through a
+// split is a shard along the split dim; a node that reads a shard yields shards; a gather ends
+// it. Each shard carries the symbolic expressions of the full lengths it was split from. A
+// symbolic-int argument of a node that reads shards, whose expression is one of those full
+// lengths, is rewritten (a kArgument edit with `value` and `dim`) to the size of the node's own
+// sharded input along the dim that has that expression -- the local length, computed at run time.
+//
+// A full length that such a node needs but none of its sharded inputs carries is refused, naming
+// the node, its module and the split's rule: nothing local can stand in for it.
+
+#include "compiler/plan/execution_plan.h"
+#include "compiler/program/program.h"
+
+namespace weft::program {
+
+// Appends to `edits` (which hold the plan's splits and gathers) the kArgument edits that make
+// full-length sizes local. Throws ProgramError as described above.
+void AddLocalSizeEdits(const Program& program, plan::ProgramEdits& edits);
+
+// True when `node` runs inside module `module` ("" = the root: every node).
+bool NodeInModule(const Program& program, const Node& node, const std::string& module);
+
+}  // namespace weft::program
