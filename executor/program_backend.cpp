@@ -37,6 +37,48 @@ at::Tensor ProgramBackend::Gather(const at::Tensor& x, const plan::ProgramEdit& 
   }
 }
 
+namespace {
+
+// scaled_dot_product_attention's attn_mask (broadcast to (B, H, Sq, Skv); bool: true = attend,
+// float: added to the scores) as the key-padding mask (B, Skv) bool that weft's kernels move with
+// their keys. Only a mask that depends on the batch and the key alone is one (it may be expanded
+// along heads and queries): a mask that varies along them, or an additive mask with values other
+// than 0 and -inf (or <= -1e4), is refused.
+at::Tensor KeyPaddingMask(const at::Tensor& mask, const at::Tensor& q, const at::Tensor& k, const std::string& where) {
+  const int64_t batch = q.size(0), keys = k.size(2);
+  std::vector<int64_t> shape(static_cast<size_t>(std::max<int64_t>(0, 4 - mask.dim())), 1);
+  for (int64_t d = 0; d < mask.dim(); ++d) shape.push_back(mask.size(d));
+  auto refuse = [&](const std::string& why) {
+    return ExecError(where + ": context-parallel attention takes a mask over the keys only ((B, 1, 1, Skv), here Skv = " +
+                     std::to_string(keys) + "), but this attention's mask " + c10::str(mask.sizes()) + " " + why);
+  };
+  if (mask.dim() > 4 || shape[3] != keys || (shape[0] != 1 && shape[0] != batch)) throw refuse("does not broadcast so");
+  const at::Tensor m4 = mask.reshape(shape);
+  // A mask expanded along heads or queries (LTX repeats its text mask per head) is one if every
+  // head and query row holds the same keys.
+  at::Tensor m = m4.select(1, 0).select(1, 0);
+  if ((shape[1] != 1 || shape[2] != 1) && !at::equal(m4, m.unsqueeze(1).unsqueeze(1).expand_as(m4))) {
+    throw refuse("varies along heads or queries");
+  }
+  if (m.scalar_type() != at::kBool) {
+    if (!at::isFloatingType(m.scalar_type())) {
+      throw ExecError(where + ": attention mask of dtype " + std::string(c10::toString(m.scalar_type())) +
+                      "; scaled_dot_product_attention takes bool or floating masks");
+    }
+    // 0: attended; -inf or at most -1e4 (diffusers' (1 - mask) * -10000.0): not attended --
+    // exp(-1e4) is 0 in fp32 and fp64, so the scores such a key adds are exactly none.
+    const at::Tensor open = m == 0;
+    if (!(open | (m <= -1e4)).all().item<bool>()) {
+      throw ExecError(where + ": context-parallel attention takes additive masks of 0 (attend) and -inf or <= -1e4 "
+                      "(do not) only; this one has other values");
+    }
+    m = open;
+  }
+  return m.expand({batch, keys}).contiguous();
+}
+
+}  // namespace
+
 at::Tensor ProgramBackend::Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                      const std::optional<at::Tensor>& attn_mask, std::optional<double> scale,
                                      const plan::ProgramEdit& edit) {
@@ -44,13 +86,12 @@ at::Tensor ProgramBackend::Attention(const at::Tensor& q, const at::Tensor& k, c
   if (scale && std::abs(*scale - 1.0 / std::sqrt(static_cast<double>(q.size(-1)))) > 1e-12) {
     throw ExecError(where + ": context-parallel attention with a scale other than 1/sqrt(head_dim) is not supported");
   }
-  if (attn_mask) {
-    throw ExecError(where + ": context-parallel attention of a program with an attention mask is not supported yet");
-  }
+  std::optional<at::Tensor> key_mask;
+  if (attn_mask) key_mask = KeyPaddingMask(*attn_mask, q, k, where);
   auto& kernel = kernels_[&edit];
   if (!kernel) kernel = std::make_unique<CpAttentionKernel>(*edit.attention, edit.module, edit.uneven, ctx_);
   // The operator's (B, H, S, D) as weft's kernels take it, (B, S, H, D): views, no copies.
-  return kernel->Run(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), std::nullopt).transpose(1, 2);
+  return kernel->Run(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), key_mask).transpose(1, 2);
 }
 
 }  // namespace weft::exec

@@ -508,6 +508,38 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
     }
     status = passed ? 0 : 1;
   }
+  if (!o.expect.empty()) {
+    io::SafetensorsFile file = io::SafetensorsFile::Open(o.expect);
+    const double tolerance = o.expect_tolerance.value_or(dtype == at::kFloat ? 1e-4 : 2e-2);
+    Json outputs = Json::array();
+    bool passed = finite;
+    for (size_t i = 0; i < output.size(); ++i) {
+      const std::string key = i == 0 ? "output" : "output_" + std::to_string(i);
+      const std::vector<std::string> keys = file.Keys();
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+        throw ExecError("--expect " + o.expect + ": no tensor `" + key + "` (the program has " +
+                        std::to_string(output.size()) + " output(s), written as output, output_1, ...)");
+      }
+      const at::Tensor want = file.Load(key).to(at::kDouble);
+      const at::Tensor got = output[i].to(at::kCPU).to(at::kDouble);
+      if (want.sizes() != got.sizes()) {
+        throw ExecError("--expect " + o.expect + ": `" + key + "` is " + c10::str(want.sizes()) + " but the program's is " +
+                        c10::str(got.sizes()));
+      }
+      const double error = (got - want).abs().max().item<double>();
+      const double scale = want.abs().max().item<double>();
+      const bool ok = error <= tolerance * scale;
+      passed = passed && ok;
+      outputs.push_back({{"output", key}, {"max_abs_error", error}, {"max_abs_reference", scale}, {"passed", ok}});
+      if (leader) {
+        std::fprintf(stderr, "weft-run: %s against %s %s: max abs error %.3g, %.3g x max|reference| %.3g (tolerance %.1g)\n",
+                     key.c_str(), o.expect.c_str(), ok ? "passed" : "FAILED", error, error / std::max(scale, 1e-30),
+                     scale, tolerance);
+      }
+    }
+    report["expect"] = {{"file", o.expect}, {"tolerance", tolerance}, {"outputs", outputs}, {"passed", passed}};
+    if (!passed) status = 1;
+  }
   if (leader) {
     if (o.report == "json") {
       std::cout << report.dump(2) << std::endl;

@@ -36,6 +36,10 @@ struct ProgramJobOptions {
   uint64_t seed = 0;
   bool check = false;
   std::optional<double> tolerance;   // --check: max|program - built-in| <= tolerance * max|built-in|
+  // A reference output (safetensors with the keys --output writes, e.g. diffusers' own from
+  // tools/make_fixtures.py): every output must be within expect_tolerance * max|reference|.
+  std::string expect;
+  std::optional<double> expect_tolerance;  // default 1e-4 fp32, 2e-2 bf16
   int warmup = 0;
   int iters = 1;
   std::string trace;

@@ -86,6 +86,7 @@ struct RunOptions {
   std::string inputs;
   std::string output;
   bool check = false;
+  std::string expect;  // --program: a reference output file
   double tolerance = 0;
   bool tolerance_given = false;
   int iters = 1;
@@ -326,6 +327,8 @@ int RunRank(const RunOptions& o) {
     job.seed = o.seed;
     job.check = o.check;
     if (o.tolerance > 0) job.tolerance = o.tolerance;
+    job.expect = o.expect;
+    if (o.tolerance_given) job.expect_tolerance = o.tolerance;
     job.warmup = o.warmup;
     job.iters = o.iters;
     job.trace = o.trace;
@@ -592,6 +595,11 @@ int main(int argc, char** argv) {
   app.add_option("--model-config", o.model_config,
                  "With --dump-graph: the model config with the workloads to trace (tools/model_configs format)");
   app.add_flag("--check", o.check, "Compare with an unsharded run; non-zero exit above the tolerance");
+  app.add_option("--expect", o.expect,
+                 "With --program: compare the output with a reference safetensors file (keys as --output writes them, "
+                 "e.g. diffusers' own output); non-zero exit above --tolerance x max|reference| (default 1e-4 fp32, "
+                 "2e-2 bf16)")
+      ->check(CLI::ExistingFile);
   auto* tolerance_opt = app.add_option("--tolerance", o.tolerance, "Relative tolerance of --check, a finite number >= 0 "
                                                                   "(default 1e-5 fp32 CP, 1e-4 with TP, 2e-2 bf16)");
   app.add_option("--iters", o.iters, "Timed iterations (median reported)")->check(CLI::Range(1, 100000));

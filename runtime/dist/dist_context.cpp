@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <exception>
 #include <cstdlib>
 #include <numeric>
 #include <sstream>
@@ -491,7 +492,10 @@ void ConfigureIntraOpThreads(int local_world_size, int threads) {
 
 DistContext::DistContext(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 DistContext::~DistContext() {
-  if (impl_ && !impl_->shut_down && !*impl_->failed) {
+  // Skipped too while an exception unwinds this rank (an error of its own, e.g. bad data only it
+  // holds): its peers may be waiting in a collective it will never join, and would hold it here
+  // for the whole timeout; its exit is what tells them.
+  if (impl_ && !impl_->shut_down && !*impl_->failed && std::uncaught_exceptions() == 0) {
     try {
       Shutdown();
     } catch (...) {

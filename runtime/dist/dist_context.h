@@ -182,7 +182,8 @@ class DistContext {
   // finishes its last collective, and the store server (rank 0) outlives every client.
   // Collective afterwards: undefined. Throws DistError on timeout. Idempotent; the destructor
   // calls it (ignoring errors) when it was not called, unless a collective failed (a peer may be
-  // gone, and waiting for it would only add the timeout to the exit).
+  // gone, and waiting for it would only add the timeout to the exit) or the context is destroyed
+  // by an exception unwinding the rank (its peers may wait in a collective it never joins).
   void Shutdown();
 
   // Counters of every collective issued through this context (see counters.h).
