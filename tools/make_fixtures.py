@@ -169,8 +169,11 @@ SAVE_PRETRAINED = {"flux_tiny"}
 
 # Program fixtures: tiny configs in tools/model_configs, the seed of their weights.
 PROGRAM_FIXTURES = ["flux-tiny", "flux2-tiny", "qwen-image-tiny", "wan-tiny", "wan-tiny-i2v", "chronoedit-tiny",
-                    "helios-tiny", "ltx-video-tiny", "ltx-2-tiny", "minimax-h3-tiny", "hunyuanvideo-tiny"]
+                    "helios-tiny", "ltx-video-tiny", "ltx-2-tiny", "minimax-h3-tiny", "hunyuanvideo-tiny",
+                    "flux-heads6-tiny"]
 PROGRAM_SEED = 20261201
+# Text masks of the forward arguments, given a padded variant at the first workload.
+PADDED_MASKS = ("encoder_hidden_states_mask", "encoder_attention_mask")
 
 
 def outputs_dict(result):
@@ -202,6 +205,21 @@ def make_program_fixture(name, out_dir):
             save_file(outputs_dict(result), folder / ("outputs_%s.safetensors" % stem))
             print("%s: workload %s %s, output %s" % (folder, wl["name"], suffix or "fp32",
                                                      tuple(outputs_dict(result)["output"].shape)))
+            # At the first workload, a text mask with padding too (<workload>-padded): rows end in
+            # 2 and 5 masked tokens, so a plan's split must move the mask with its keys.
+            mask = next((k for k in PADDED_MASKS if isinstance(inputs.get(k), torch.Tensor) and inputs[k].dim() == 2), None)
+            if n == 0 and mask is not None:
+                padded = dict(inputs)
+                m = inputs[mask].clone()
+                for row, masked in zip(range(m.shape[0]), (2, 5)):
+                    m[row, max(1, m.shape[1] - masked):] = 0
+                padded[mask] = m
+                with torch.no_grad():
+                    result = which(**padded, return_dict=False)
+                stem = "%s-padded%s" % (wl["name"], suffix)
+                ep.write_inputs_file(str(folder / ("inputs_%s.safetensors" % stem)), padded)
+                save_file(outputs_dict(result), folder / ("outputs_%s.safetensors" % stem))
+                print("%s: workload %s-padded %s (`%s` padded)" % (folder, wl["name"], suffix or "fp32", mask))
 
 
 def main():
