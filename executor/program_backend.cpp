@@ -9,23 +9,35 @@
 
 namespace weft::exec {
 
-at::Tensor ProgramBackend::Split(const at::Tensor& x, const plan::ProgramEdit& edit) {
+at::Tensor ProgramBackend::Split(const at::Tensor& x, const plan::ProgramEdit& edit, const std::vector<int64_t>& parts) {
   const std::string where = Where(ctx_, edit.module, edit.origin);
   if (x.dim() != edit.rank) {
     throw ExecError(where + ": `" + edit.value + "` has rank " + std::to_string(x.dim()) + " but the plan splits a rank-" +
                     std::to_string(edit.rank) + " tensor along dim " + std::to_string(edit.dim));
   }
-  const int64_t parts = ctx_.AxisSize(dist::Axis::kCp);
-  const int64_t length = x.size(edit.dim);
-  if (!edit.uneven && length % parts != 0) {
-    throw ExecError(where + ": `" + edit.value + "` has length " + std::to_string(length) + " along dim " +
-                    std::to_string(edit.dim) + ", not divisible by the CP degree " + std::to_string(parts) +
-                    " (ring x ulysses); enable --ulysses-anything or --ring-anything for uneven splits");
-  }
-  const std::vector<int64_t> sizes = plan::SplitSizes(length, parts);
+  const int64_t ranks = ctx_.AxisSize(dist::Axis::kCp);
   const int index = ctx_.AxisRank(dist::Axis::kCp);
-  const int64_t offset = std::accumulate(sizes.begin(), sizes.begin() + index, int64_t{0});
-  return x.narrow(edit.dim, offset, sizes[index]);
+  const int64_t length = x.size(edit.dim);
+  const std::vector<int64_t> streams = parts.empty() ? std::vector<int64_t>{length} : parts;
+  if (std::accumulate(streams.begin(), streams.end(), int64_t{0}) != length) {
+    throw ExecError(where + ": `" + edit.value + "` has length " + std::to_string(length) + " along dim " +
+                    std::to_string(edit.dim) + ", but its parts (" + c10::str(streams) + ") do not add up to it");
+  }
+  std::vector<at::Tensor> local;
+  int64_t start = 0;
+  for (const int64_t part : streams) {
+    if (!edit.uneven && part % ranks != 0) {
+      throw ExecError(where + ": `" + edit.value + "` has length " + std::to_string(part) + " along dim " +
+                      std::to_string(edit.dim) + (parts.empty() ? "" : " in one of its parts") +
+                      ", not divisible by the CP degree " + std::to_string(ranks) +
+                      " (ring x ulysses); enable --ulysses-anything or --ring-anything for uneven splits");
+    }
+    const std::vector<int64_t> sizes = plan::SplitSizes(part, ranks);
+    const int64_t offset = std::accumulate(sizes.begin(), sizes.begin() + index, int64_t{0});
+    local.push_back(x.narrow(edit.dim, start + offset, sizes[index]));
+    start += part;
+  }
+  return local.size() == 1 ? local[0] : at::cat(local, edit.dim);
 }
 
 at::Tensor ProgramBackend::Gather(const at::Tensor& x, const plan::ProgramEdit& edit) {

@@ -17,7 +17,7 @@ namespace weft::exec {
 class ProgramBackend : public interp::EditBackend {
  public:
   explicit ProgramBackend(dist::DistContext& ctx) : ctx_(ctx) {}
-  at::Tensor Split(const at::Tensor& x, const plan::ProgramEdit& edit) override;
+  at::Tensor Split(const at::Tensor& x, const plan::ProgramEdit& edit, const std::vector<int64_t>& parts) override;
   at::Tensor Gather(const at::Tensor& x, const plan::ProgramEdit& edit) override;
   at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                        const std::optional<at::Tensor>& attn_mask, std::optional<double> scale,

@@ -249,6 +249,11 @@ struct ProgramEdit {
   int64_t element = -1;
   int64_t new_value = 0;
   std::string bias;
+  // kSplit of a tensor whose `dim` lays out several split streams one after the other (a joint
+  // attention mask over (video, text) keys): the symbolic ints holding each part's full length,
+  // in layout order. Each part is split on its own and this rank's parts concatenated, as the
+  // ranks' K/V are laid out. Empty: the dim is one stream.
+  std::vector<std::string> parts;
   std::optional<Attention> attention;
   std::string module;  // the plan step's module, for messages
   Origin origin;

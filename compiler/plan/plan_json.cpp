@@ -153,6 +153,7 @@ J EditJson(const ProgramEdit& e) {
   if (e.kind == ProgramEdit::Kind::kSplit) {
     j["scope"] = e.scope;
     if (e.after_producer) j["after_producer"] = true;
+    if (!e.parts.empty()) j["parts"] = e.parts;
   }
   if (e.kind == ProgramEdit::Kind::kSplit || e.kind == ProgramEdit::Kind::kGather) {
     j["dim"] = e.dim;
@@ -160,6 +161,7 @@ J EditJson(const ProgramEdit& e) {
     j["uneven"] = e.uneven;
   }
   if (e.kind == ProgramEdit::Kind::kArgument) {
+    if (!e.value.empty()) j["dim"] = e.dim;
     j["argument"] = e.argument;
     j["element"] = e.element;
     j["new_value"] = e.new_value;
@@ -386,7 +388,7 @@ void ReadProgram(Reader& r, const OJson& j, ProgramEdits& out) {
     const OJson& e = (*edits)[i];
     if (!r.Object(e, ep)) continue;
     r.Keys(e, ep, {"kind", "value", "node", "scope", "after_producer", "dim", "rank", "uneven", "argument", "element",
-                   "new_value", "bias", "attention", "module", "origin"});
+                   "new_value", "bias", "parts", "attention", "module", "origin"});
     ProgramEdit edit;
     r.Enum(e, "kind", ep, edit.kind, ParseProgramEditKind,
            "`split`, `gather`, `attention`, `all_reduce`, `argument` or `norm_stats`");
@@ -401,6 +403,18 @@ void ReadProgram(Reader& r, const OJson& j, ProgramEdits& out) {
     r.Int(e, "element", ep, edit.element, false);
     r.Int(e, "new_value", ep, edit.new_value, false);
     r.Str(e, "bias", ep, edit.bias, false);
+    if (const OJson* parts = r.Field(e, "parts", ep, false)) {
+      const std::string pp = Child(ep, "parts");
+      if (r.Array(*parts, pp)) {
+        for (size_t k = 0; k < parts->size(); ++k) {
+          if ((*parts)[k].is_string()) {
+            edit.parts.push_back((*parts)[k].get<std::string>());
+          } else {
+            r.Error(Child(pp, k), "expected the name of a symbolic int");
+          }
+        }
+      }
+    }
     if (const OJson* a = r.Field(e, "attention", ep, false)) {
       Attention at;
       ReadAttention(r, *a, Child(ep, "attention"), at);

@@ -13,7 +13,8 @@ namespace {
 
 using Kind = plan::ProgramEdit::Kind;
 
-Node EditNode(const std::string& target, size_t edit, const std::string& input, const std::string& output, int32_t stack) {
+Node EditNode(const std::string& target, size_t edit, const std::string& input, const std::string& output, int32_t stack,
+              const std::vector<std::string>& parts = {}) {
   Node n;
   n.name = output;
   n.target = target;
@@ -26,6 +27,13 @@ Node EditNode(const std::string& target, size_t edit, const std::string& input, 
   index.arg.kind = Argument::Kind::kInt;
   index.arg.i = static_cast<int64_t>(edit);
   n.inputs = {self, index};
+  if (!parts.empty()) {
+    NamedArgument sizes;
+    sizes.name = "parts";
+    sizes.arg.kind = Argument::Kind::kSymInts;
+    for (const std::string& part : parts) sizes.arg.sym_ints.push_back(SymIntRef{true, part, 0});
+    n.inputs.push_back(std::move(sizes));
+  }
   Argument out;
   out.kind = Argument::Kind::kTensor;
   out.name = output;
@@ -43,8 +51,8 @@ void Rename(Argument& a, const std::function<std::string(const std::string&)>& r
 
 // Applies kArgument edit `e` (index `index`) to `n`, which reads `reads` (program value -> the
 // value it reads now, sharded where a split covers it): the symbolic int becomes the size of
-// the shard of `e.value` along `e.dim`, computed by a sym_size node inserted before it; or,
-// without a value, the constant `e.new_value`.
+// the shard of `e.value` along `e.dim`, computed by a sym_size node inserted before it (negated
+// when `e.new_value` is -1); or, without a value, the constant `e.new_value`.
 void EditArgument(Program& p, Node& n, const plan::ProgramEdit& e, size_t index,
                   const std::map<std::string, std::string>& reads, std::vector<Node>& nodes) {
   const std::string where = p.path.empty() ? std::string("program") : p.path;
@@ -101,7 +109,25 @@ void EditArgument(Program& p, Node& n, const plan::ProgramEdit& e, size_t index,
     p.sym_int_values.emplace(size.name, old->second);
   }
   ref.name = size.name;
+  const std::string local = size.name;
   nodes.push_back(std::move(size));
+  if (e.new_value == -1) {  // a negated length: -size
+    Node neg;
+    neg.name = local + ".neg";
+    neg.target = "_operator.neg";
+    NamedArgument operand;
+    operand.name = "a";
+    operand.arg.kind = Argument::Kind::kSymInt;
+    operand.arg.sym_ints = {SymIntRef{true, local, 0}};
+    neg.inputs = {operand};
+    Argument negated;
+    negated.kind = Argument::Kind::kSymInt;
+    negated.sym_ints = {SymIntRef{true, neg.name, 0}};
+    neg.outputs = {negated};
+    neg.stack = n.stack;
+    ref.name = neg.name;
+    nodes.push_back(std::move(neg));
+  }
 }
 
 }  // namespace
@@ -186,7 +212,7 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
     for (size_t i : it->second) {
       const plan::ProgramEdit& e = edits.edits[i];
       const std::string out = value + "@" + std::to_string(i);
-      nodes.push_back(EditNode(e.kind == Kind::kSplit ? kSplitTarget : kGatherTarget, i, current(value), out, stack));
+      nodes.push_back(EditNode(e.kind == Kind::kSplit ? kSplitTarget : kGatherTarget, i, current(value), out, stack, e.parts));
       if (const TensorMeta* meta = p.FindTensor(value)) p.tensor_values.emplace(out, *meta);
       renamed[value] = out;
     }
@@ -197,7 +223,7 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
     for (Scoped& s : scoped) {
       if (s.value != v || !NodeInModule(p, n, s.scope)) continue;
       if (!s.emitted) {
-        nodes.push_back(EditNode(kSplitTarget, s.edit, current(v), s.renamed, n.stack));
+        nodes.push_back(EditNode(kSplitTarget, s.edit, current(v), s.renamed, n.stack, edits.edits[s.edit].parts));
         if (const TensorMeta* meta = p.FindTensor(v)) p.tensor_values.emplace(s.renamed, *meta);
         s.emitted = true;
       }

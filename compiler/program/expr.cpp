@@ -552,6 +552,9 @@ std::string InfixText(const N& n, int level) {
       }
       if (n.text == "Pow" && n.children.size() == 2) return InfixText(*n.children[0], 2) + "**" + InfixText(*n.children[1], 2);
       break;
+    case N::Kind::kUnary:
+      if (n.children.size() == 1) return wrap(n.text + InfixText(*n.children[0], 2), 1);
+      break;
     case N::Kind::kBinary:
       if (n.children.size() == 2) {
         const int own = n.text == "+" || n.text == "-" ? 0 : n.text == "**" ? 2 : 1;

@@ -78,6 +78,9 @@ class LocalSizes {
     Collect();
     if (all_lengths_.empty()) return;
     for (size_t index = 0; index < p_.nodes.size(); ++index) Visit(index);
+    for (auto it = local_attention_.rbegin(); it != local_attention_.rend(); ++it) {
+      edits_.edits.erase(edits_.edits.begin() + static_cast<std::ptrdiff_t>(*it));
+    }
     for (plan::ProgramEdit& e : added_) edits_.edits.push_back(std::move(e));
   }
 
@@ -114,10 +117,19 @@ class LocalSizes {
         for (const std::string& v : o.TensorNames()) producer_[v] = i;
       }
     }
+    for (size_t i = 0; i < p_.nodes.size(); ++i) {
+      for (const Argument& o : p_.nodes[i].outputs) {
+        for (const SymIntRef& r : o.sym_ints) {
+          if (r.is_name) sym_producer_.emplace(r.name, i);
+        }
+      }
+    }
     for (size_t i = 0; i < edits_.edits.size(); ++i) {
       const plan::ProgramEdit& e = edits_.edits[i];
       if (e.kind == Kind::kGather) gathered_.insert(e.value);
+      if (e.kind == Kind::kAttention) attention_.emplace(e.node, i);
       if (e.kind != Kind::kSplit) continue;
+      uneven_ = e.uneven;  // the mesh's, on every split
       const std::string length = FullLength(e.value, e.dim);
       if (length.empty()) continue;  // a constant length: no symbolic size derives from it
       all_lengths_.emplace(length, i);
@@ -164,7 +176,17 @@ class LocalSizes {
         if (!ref.is_name) continue;
         auto value = p_.sym_int_values.find(ref.name);
         if (value == p_.sym_int_values.end()) continue;
-        const std::string& length = canonical_.Of(value->second);
+        // A length, or its negation (a slice's end of `-text_len`).
+        std::string length = canonical_.Of(value->second);
+        int64_t sign = 1;
+        if (lengths.find(length) == lengths.end() && length.rfind("-", 0) == 0) {
+          std::string negated = length.substr(length.rfind("-1*", 0) == 0 ? 3 : 1);
+          if (negated.size() > 2 && negated.front() == '(' && negated.back() == ')') negated = negated.substr(1, negated.size() - 2);
+          if (lengths.count(negated)) {
+            length = negated;
+            sign = -1;
+          }
+        }
         auto split = lengths.find(length);
         if (split == lengths.end()) continue;
         const plan::ProgramEdit& origin = edits_.edits[split->second];
@@ -190,6 +212,7 @@ class LocalSizes {
         e.element = in.arg.kind == Argument::Kind::kSymInt ? -1 : static_cast<int64_t>(k);
         e.value = at->second.first;
         e.dim = at->second.second;
+        e.new_value = sign;
         e.module = origin.module;
         e.origin = origin.origin;
         added_.push_back(std::move(e));
@@ -239,11 +262,13 @@ class LocalSizes {
         }
       }
     }
+    if (auto site = attention_.find(n.name); site != attention_.end()) CheckAttentionKeys(n, site->second);
     if (!lengths.empty()) {
       for (const std::string& t : full_inputs) {
         if (LocalizeFactory(t)) lengths.insert(shard_[t].begin(), shard_[t].end());
       }
       Localize(index, lengths, local);
+      if (auto site = attention_.find(n.name); site != attention_.end()) SplitMask(index, site->second);
     }
     // What the node yields: shards of the same full lengths, and of the lengths of its outputs
     // that derive from them (a flatten's S*H of a split S); none after a gather.
@@ -275,6 +300,108 @@ class LocalSizes {
     }
   }
 
+  // A context-parallel attention whose keys are whole on every rank (the text refiner of
+  // HunyuanVideo runs before the plan splits the text): an attention the compiler derived as
+  // context-parallel from the module-level view runs locally instead; one a rule names is refused
+  // (its K/V are replicated: ring or Ulysses would attend every key once per rank).
+  void CheckAttentionKeys(const Node& n, size_t site) {
+    std::string key;
+    for (const NamedArgument& in : n.inputs) {
+      if (in.name == "key" && in.arg.kind == Argument::Kind::kTensor) key = in.arg.name;
+    }
+    if (key.empty() || !ShardOf(n, key).empty()) return;
+    const plan::ProgramEdit& e = edits_.edits[site];
+    if (e.origin.derived) {
+      local_attention_.insert(site);
+      return;
+    }
+    throw ProgramError(where_ + ": the plan runs attention `" + e.module + "` context-parallel" + Rule(e) +
+                       ", but its keys `" + key + "` (node `" + n.name + "`) are whole on every rank there: no split "
+                       "reaches them, so ring or Ulysses would attend every key once per rank; leave it local, or "
+                       "split its inputs");
+  }
+
+  // The attention mask of context-parallel attention node `index` (edit `site`), when the plan
+  // left it whole: split for the site's module along its keys dim, as the site's K/V are laid
+  // out -- one split stream, or the concatenation of several (HunyuanVideo's joint mask over
+  // cat(video, text) keys, built whole at the root), each part split on its own.
+  void SplitMask(size_t index, size_t site) {
+    const Node& n = p_.nodes[index];
+    std::string mask;
+    for (const NamedArgument& in : n.inputs) {
+      if (in.name == "attn_mask" && in.arg.kind == Argument::Kind::kTensor) mask = in.arg.name;
+    }
+    if (mask.empty() || !ShardOf(n, mask).empty()) return;
+    const TensorMeta* meta = p_.FindTensor(mask);
+    if (meta == nullptr || meta->sizes.empty()) return;
+    const std::string module = ModuleOf(p_, n);
+    if (!split_masks_.insert(mask + "\n" + module).second) return;
+    const int64_t dim = static_cast<int64_t>(meta->sizes.size()) - 1;
+    const std::string keys = canonical_.Of(meta->sizes.back());
+    const plan::ProgramEdit& attention = edits_.edits[site];
+    plan::ProgramEdit e;
+    e.kind = Kind::kSplit;
+    e.value = mask;
+    e.scope = module;
+    e.dim = dim;
+    e.rank = dim + 1;
+    e.uneven = uneven_;
+    e.module = attention.module;
+    e.origin = attention.origin;
+    if (all_lengths_.count(keys) == 0) {
+      // Several streams: their order is the cat that lays out this module's keys.
+      std::vector<std::string> order;
+      for (const Node& c : p_.nodes) {
+        if (c.target != "torch.ops.aten.cat.default" || !NodeInModule(p_, c, module) || c.outputs.empty()) continue;
+        const TensorMeta* out = p_.FindTensor(c.outputs[0].name);
+        int64_t cat_dim = 0;
+        for (const NamedArgument& in : c.inputs) {
+          if (in.name == "dim" && in.arg.kind == Argument::Kind::kInt) cat_dim = in.arg.i;
+        }
+        if (out == nullptr) continue;
+        if (cat_dim < 0) cat_dim += static_cast<int64_t>(out->sizes.size());
+        if (cat_dim < 0 || cat_dim >= static_cast<int64_t>(out->sizes.size()) ||
+            canonical_.Of(out->sizes[static_cast<size_t>(cat_dim)]) != keys) {
+          continue;
+        }
+        order.clear();
+        for (const std::string& part : c.inputs.empty() ? std::vector<std::string>{} : c.inputs[0].arg.TensorNames()) {
+          const TensorMeta* pm = p_.FindTensor(part);
+          order.push_back(pm == nullptr || cat_dim >= static_cast<int64_t>(pm->sizes.size())
+                              ? ""
+                              : canonical_.Of(pm->sizes[static_cast<size_t>(cat_dim)]));
+        }
+        break;
+      }
+      bool known = order.size() > 1;
+      for (const std::string& part : order) known = known && all_lengths_.count(part) > 0;
+      if (!known) {
+        throw ProgramError(where_ + ": the mask `" + mask + "` of context-parallel attention `" + n.name + "` (module `" +
+                           module + "`" + Rule(attention) + ") spans " + keys +
+                           " keys, which is neither one split stream nor a concatenation of split streams in this module: "
+                           "split it in the plan, or leave the attention local");
+      }
+      for (const std::string& part : order) {
+        std::string name;
+        size_t at = p_.nodes.size();
+        for (const auto& [value, sym] : p_.sym_int_values) {
+          auto produced = sym_producer_.find(value);
+          if (produced == sym_producer_.end() || produced->second >= index || produced->second >= at) continue;
+          if (canonical_.Of(sym) == part) {
+            name = value;
+            at = produced->second;
+          }
+        }
+        if (name.empty()) {
+          throw ProgramError(where_ + ": the mask `" + mask + "` of context-parallel attention `" + n.name +
+                             "` lays out a part of " + part + " keys, but no size of that length is computed before it");
+        }
+        e.parts.push_back(name);
+      }
+    }
+    added_.push_back(std::move(e));
+  }
+
   static std::vector<std::string> SymbolsOf(const std::string& length) {
     try {
       return Expr::Parse(length).Symbols();
@@ -294,6 +421,11 @@ class LocalSizes {
   std::set<std::string> gathered_;
   std::set<std::string> localized_;
   std::unordered_map<std::string, size_t> producer_;
+  std::unordered_map<std::string, size_t> sym_producer_;  // symbolic int -> the node that computes it
+  std::unordered_map<std::string, size_t> attention_;     // context-parallel attention node -> its edit
+  std::set<std::string> split_masks_;                     // mask + module already split
+  std::set<size_t> local_attention_;                      // derived attention edits found local
+  bool uneven_ = false;
   std::map<std::string, std::vector<Source>> seen_;
   std::vector<plan::ProgramEdit> added_;
 };

@@ -11,8 +11,9 @@
 // split is a shard along the split dim; a node that reads a shard yields shards; a gather ends
 // it. Each shard carries the symbolic expressions of the full lengths it was split from. A
 // symbolic-int argument of a node that reads shards, whose expression is one of those full
-// lengths, is rewritten (a kArgument edit with `value` and `dim`) to the size of the node's own
-// sharded input along the dim that has that expression -- the local length, computed at run time.
+// lengths (or its negation), is rewritten (a kArgument edit with `value`, `dim` and the sign in
+// `new_value`) to the size of a shard along the dim that has that expression -- the local length,
+// computed at run time.
 //
 // A full length that such a node needs but none of its sharded inputs carries is refused, naming
 // the node, its module and the split's rule: nothing local can stand in for it.

@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <optional>
+#include <vector>
 
 #include "compiler/plan/execution_plan.h"
 
@@ -15,8 +16,9 @@ namespace weft::interp {
 class EditBackend {
  public:
   virtual ~EditBackend() = default;
-  // This CP rank's part of `x` along edit.dim (weft.split).
-  virtual at::Tensor Split(const at::Tensor& x, const plan::ProgramEdit& edit) = 0;
+  // This CP rank's part of `x` along edit.dim (weft.split); with `parts` (the full lengths of
+  // the streams laid out along that dim, edit.parts), this rank's part of each, concatenated.
+  virtual at::Tensor Split(const at::Tensor& x, const plan::ProgramEdit& edit, const std::vector<int64_t>& parts) = 0;
   // `x` all-gathered along edit.dim over the CP group (weft.gather).
   virtual at::Tensor Gather(const at::Tensor& x, const plan::ProgramEdit& edit) = 0;
   // scaled_dot_product_attention(q, k, v, attn_mask, scale) as edit.attention says, q/k/v in the

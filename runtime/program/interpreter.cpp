@@ -492,6 +492,17 @@ void PrepareEdit(Impl& impl, size_t n, Instr& instr) {
     instr.args.push_back(scale);
   } else if (node.target == program::kSplitTarget || node.target == program::kGatherTarget) {
     instr.args = {tensor("self", false)};
+    Source parts;  // the full lengths of the parts of a split dim, by symbolic-int slot
+    parts.kind = Source::Kind::kIntList;
+    for (const program::NamedArgument& in : node.inputs) {
+      if (in.name != "parts") continue;
+      if (in.arg.kind != AK::kSymInts) Refuse(impl, n, "argument `parts` must be symbolic ints");
+      for (const program::SymIntRef& r : in.arg.sym_ints) {
+        parts.slots.push_back(r.is_name ? impl.Slot(r.name) : -1);
+        parts.ints.push_back(r.value);
+      }
+    }
+    instr.args.push_back(parts);
   } else {
     Refuse(impl, n, "not an operator weft can run");
   }
@@ -815,7 +826,7 @@ std::vector<at::Tensor> Interpreter::Run(const std::vector<c10::IValue>& user_in
           at::Tensor out;
           const plan::ProgramEdit& e = *instr.edit;
           if (e.kind == plan::ProgramEdit::Kind::kSplit) {
-            out = impl.options.backend->Split(stack[0].toTensor(), e);
+            out = impl.options.backend->Split(stack[0].toTensor(), e, stack[1].toIntVector());
           } else if (e.kind == plan::ProgramEdit::Kind::kGather) {
             out = impl.options.backend->Gather(stack[0].toTensor(), e);
           } else {

@@ -82,6 +82,7 @@ TEST(ExprInfix, SympySizesReadAsPython) {
   EXPECT_EQ(infix("Mul(Integer(3), FloorDiv(Symbol('s0'), Integer(2)))"), "3*(s0//2)");
   EXPECT_EQ(infix("Max(Symbol('s0'), Integer(1))"), "Max(s0, 1)");
   EXPECT_EQ(infix("s40*s65*s66"), "s40*s65*s66");
+  EXPECT_EQ(infix("Mul(Integer(-1), Symbol('s31', positive=True, integer=True))"), "-1*s31");
 }
 
 }  // namespace
