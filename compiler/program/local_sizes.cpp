@@ -268,7 +268,9 @@ class LocalSizes {
         if (LocalizeFactory(t)) lengths.insert(shard_[t].begin(), shard_[t].end());
       }
       Localize(index, lengths, local);
-      if (auto site = attention_.find(n.name); site != attention_.end()) SplitMask(index, site->second);
+      if (auto site = attention_.find(n.name); site != attention_.end() && !local_attention_.count(site->second)) {
+        SplitMask(index, site->second);
+      }
     }
     // What the node yields: shards of the same full lengths, and of the lengths of its outputs
     // that derive from them (a flatten's S*H of a split S); none after a gather.
@@ -309,7 +311,11 @@ class LocalSizes {
     for (const NamedArgument& in : n.inputs) {
       if (in.name == "key" && in.arg.kind == Argument::Kind::kTensor) key = in.arg.name;
     }
-    if (key.empty() || !ShardOf(n, key).empty()) return;
+    if (key.empty()) return;
+    // Split keys: a shard whose sequence dim (the operator's (B, H, S, D)) is a split length.
+    const FullLengths of = ShardOf(n, key);
+    const TensorMeta* meta = p_.FindTensor(key);
+    if (meta != nullptr && meta->sizes.size() == 4 && of.count(canonical_.Of(meta->sizes[2]))) return;
     const plan::ProgramEdit& e = edits_.edits[site];
     if (e.origin.derived) {
       local_attention_.insert(site);
