@@ -57,7 +57,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--seed", type=int, default=2024, help="same default as flux_e2e.py: the same weights")
-    ap.add_argument("--threads", type=int, default=0, help="intra-op threads (default: all cores)")
+    ap.add_argument("--threads", type=int, default=0, help="intra-op threads per rank (default: cores / ranks)")
+    ap.add_argument("--mesh", default="", help="run both sides on this mesh (e.g. ulysses=2; the program with "
+                    "the class's plan compiled in), default one rank")
     ap.add_argument("--flux-dev", action="store_true", help="also export Flux.1-dev's program and time its load")
     ap.add_argument("--weft-run", default=default_weft_run())
     ap.add_argument("--timeout", type=int, default=900)
@@ -66,7 +68,10 @@ def main():
     args = ap.parse_args()
 
     cores, work = start(args, "weft-program-bench-")
-    threads = args.threads or cores
+    ranks = 1
+    for axis in filter(None, args.mesh.split(",")):
+        ranks *= int(axis.split("=")[1])
+    threads = args.threads or max(1, cores // ranks)
     paths, nparams = make_fixture(work, args.seed)
     program = work / "flux-small.pt2"
     rc, export_s = export(ROOT / "tools" / "model_configs" / "flux-small.json", program, work / "export.log",
@@ -78,10 +83,11 @@ def main():
           f"({os.path.getsize(program)} bytes); load {loadavg()}", flush=True)
     common = ["--weights", str(paths["weights"]), "--inputs", str(paths["inputs"]), "--iters", str(args.iters),
               "--warmup", str(args.warmup), "--threads", str(threads)]
+    mesh = args.mesh or "ulysses=1"
     sides = {
         "built-in": [args.weft_run, "--model", "flux:small", "--graph", "graphs/flux-small.graph.json",
-                     "--workload", "512x512", "--nproc", "1", "--mesh", "ulysses=1"] + common,
-        "program": [args.weft_run, "--program", str(program)] + common,
+                     "--workload", "512x512", "--nproc", str(ranks), "--mesh", mesh] + common,
+        "program": [args.weft_run, "--program", str(program)] + (["--mesh", args.mesh] if args.mesh else []) + common,
     }
     results = {name: {"rss": [], "medians": [], "diff": None, "errors": []} for name in sides}
     loads = [loadavg()]
@@ -116,7 +122,7 @@ def main():
             flux_dev["load"] = load_bench(args.weft_run, dev, work / "load_dev.log", args.timeout)
 
     print()
-    print(f"Flux small, 1024+256 tokens, fp32, CPU, 1 rank, {threads} threads; median of {args.iters} after "
+    print(f"Flux small, 1024+256 tokens, fp32, CPU, {ranks} rank(s) ({mesh}), {threads} threads each; median of {args.iters} after "
           f"{args.warmup} warm-up, {args.repeat} alternating runs per side")
     head = ["side", "median ms (runs)", "best ms", "peak RSS MiB", "max|out - diffusers|"]
     rows = []
