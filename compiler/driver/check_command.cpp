@@ -12,6 +12,8 @@
 #include "compiler/diag/consumer.h"
 #include "compiler/driver/commands.h"
 #include "compiler/driver/compile_inputs.h"
+#include "compiler/program/edits.h"
+#include "compiler/program/lowering.h"
 
 namespace weft::driver {
 namespace {
@@ -46,7 +48,20 @@ int RunCheck(const CompileOptions& o) {
   for (const Combination& c : in.combinations) {
     diag::CollectingConsumer collected;
     diag::Emitter diags(in.sources, collected, o.max_errors);
-    const bool ok = CompileAst(*in.plans[c.plan], in.graphs[c.graph], BindOptionsFor(in, c), diags).has_value();
+    std::optional<plan::ExecutionPlan> compiled = CompileAst(*in.plans[c.plan], in.graphs[c.graph], BindOptionsFor(in, c), diags);
+    bool ok = compiled.has_value();
+    if (ok && !diags.has_errors() && in.programs[c.graph] != nullptr) {
+      // Into the program itself: every edit decided, and applied to a copy, as weft-run will.
+      try {
+        const program::Program& p = *in.programs[c.graph];
+        const plan::ProgramEdits edits = program::LowerToProgram(*compiled, p, in.graph_files[c.graph]);
+        program::Program edited = p;
+        program::ApplyEdits(edited, edits);
+      } catch (const program::ProgramError& e) {
+        diags.EmitAt(diag::Location{}, PlanDoesNotLowerToProgram, e.what());
+        ok = false;
+      }
+    }
     if (ok && !diags.has_errors()) {
       ++clean;
       continue;

@@ -108,6 +108,9 @@ struct Inputs {
   std::vector<std::optional<syntax::PlanAst>> plans;
   std::vector<std::string> graph_files;
   std::vector<model::ModelGraph> graphs;
+  // Parallel to `graphs`: the program a graph is the view of (--program), else null. A plan
+  // checked against a program is also lowered into it (compiler/program/lowering.h).
+  std::vector<std::shared_ptr<const program::Program>> programs;
   std::vector<plan::Mesh> meshes;
   std::vector<Combination> combinations;
   size_t plans_without_graph = 0;  // plans with no graph or workload to check against (diagnosed); status 2
@@ -134,6 +137,10 @@ inline std::vector<std::string> DefaultGraphs(const std::string& dir) {
 WEFT_DIAGNOSTIC(InputNotReadable, Error, "cannot read {0} `{1}`: {2}", std::string, std::string, std::string);
 WEFT_DIAGNOSTIC(GraphInvalid, Error, "{0}", std::string);
 WEFT_DIAGNOSTIC(ProgramInvalid, Error, "{0}", std::string);
+// A plan that compiles against a program's graph view but cannot be made edits of the program
+// (compiler/program/lowering.h: a full length no shard stands for, a mask laid out otherwise
+// than its keys, context-parallel attention over whole keys ...).
+WEFT_DIAGNOSTIC(PlanDoesNotLowerToProgram, Error, "{0}", std::string);
 WEFT_DIAGNOSTIC(MeshSpecInvalid, Error, "{0}", std::string);
 WEFT_DIAGNOSTIC(UnknownWorkload, Error, "graph `{0}` has no workload `{1}`; it has {2}", std::string, std::string,
                 std::string);
@@ -232,8 +239,10 @@ inline int LoadInputs(const CompileOptions& o, Inputs& in, diag::Emitter& diags,
       continue;
     }
     try {
-      in.graphs.push_back(program::GraphOfProgram(program::ReadProgramFile(file)));
+      auto read = std::make_shared<const program::Program>(program::ReadProgramFile(file));
+      in.graphs.push_back(program::GraphOfProgram(*read));
       in.graph_files.push_back(file);
+      in.programs.push_back(std::move(read));
     } catch (const program::ProgramError& e) {
       diags.EmitAt(diag::Location{}, ProgramInvalid, e.what());  // the message starts with the file
       unusable = true;
@@ -257,6 +266,7 @@ inline int LoadInputs(const CompileOptions& o, Inputs& in, diag::Emitter& diags,
     }
     in.graph_files.push_back(file);
     in.graphs.push_back(std::move(*r.graph));
+    in.programs.push_back(nullptr);
   }
   if (unusable) return 2;
   for (size_t p = 0; p < in.plans.size(); ++p) {
