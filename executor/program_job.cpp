@@ -26,6 +26,7 @@
 #include "executor/plan_loader.h"
 #include "executor/program_backend.h"
 #include "executor/exec_error.h"
+#include "executor/host_memory.h"
 #include "executor/trace.h"
 #include "runtime/io/diffusers_dir.h"
 #include "runtime/io/safetensors.h"
@@ -52,23 +53,6 @@ int64_t PeakRssBytes() {
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;
-}
-
-// MemAvailable of /proc/meminfo in bytes; 0 when unknown.
-int64_t AvailableMemoryBytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  int64_t kib = 0;
-  while (in >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return 0;
-}
-
-std::string Gb(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f GB", bytes / 1e9);
-  return buf;
 }
 
 std::optional<at::ScalarType> DtypeOfName(const std::string& name) {

@@ -40,6 +40,7 @@
 #include "executor/allocator_policy.h"
 #include "executor/device.h"
 #include "executor/graph_dump.h"
+#include "executor/host_memory.h"
 #include "executor/job_identity.h"
 #include "executor/model_dir.h"
 #include "executor/plan_loader.h"
@@ -54,6 +55,8 @@
 namespace {
 
 using namespace weft;
+using exec::AvailableMemoryBytes;
+using exec::Gb;
 
 struct RunOptions {
   int nproc = 0;
@@ -368,24 +371,6 @@ int DumpGraph(const RunOptions& o) {
     return 1;
   }
   return 0;
-}
-
-// What this machine can still give (MemAvailable of /proc/meminfo), in bytes; 0 when unknown.
-int64_t AvailableMemoryBytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  int64_t kib = 0;
-  std::string unit;
-  while (in >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return 0;
-}
-
-std::string Gb(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f GB", bytes / 1e9);
-  return buf;
 }
 
 // A local job whose parameters alone exceed this machine's memory is killed by the OOM killer
