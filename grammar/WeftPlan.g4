@@ -53,7 +53,7 @@ field
 
 // ---- tensor_parallel -------------------------------------------------------------------
 tpStatement
-  : style=(COLWISE | ROWWISE | REPLICATE) pattern packed?   # styleStatement
+  : style=(COLWISE | ROWWISE | REPLICATE) pattern packed? OPTIONAL?   # styleStatement
   | unknown=IDENT pattern? junk*                             # unknownTpStatement
   ;
 

@@ -680,6 +680,12 @@ void Binder::BindTpRules() {
   for (const syntax::TpRule& rule : ast_.tensor_parallel->rules) {
     if (rule.has_error) continue;
     std::vector<model::ModuleId> modules;
+    if (rule.optional) {
+      // An optional rule that matches nothing is skipped silently; a malformed pattern still fails.
+      std::string error;
+      if (MatchPatternDetailed(graph_, rule.pattern.text, modules, error, nullptr) && modules.empty()) continue;
+      modules.clear();
+    }
     if (!Match(rule.pattern, modules)) continue;
     plan::ShardStyle style = rule.style == syntax::TpStyle::kColwise   ? plan::ShardStyle::kColwise
                              : rule.style == syntax::TpStyle::kRowwise ? plan::ShardStyle::kRowwise

@@ -701,6 +701,7 @@ class AstBuilder {
       if (Broken(packed)) rule.has_error = true;
       rule.packed = std::move(blocks);
     }
+    if (style->OPTIONAL() != nullptr) rule.optional = Range(style->OPTIONAL());
     plan.has_error |= rule.has_error;
     rules.push_back(std::move(rule));
     SetLast(&rules.back().comments, statement->getStop());

@@ -89,6 +89,7 @@ void PrintTpRule(const TpRule& rule, std::string& out) {
   Leading(rule.comments.leading, 2, out);
   out += "  " + std::string(TpStyleName(rule.style)) + " " + Quoted(rule.pattern);
   if (rule.packed) out += " " + PackedText(*rule.packed);
+  if (rule.optional) out += " optional";
   EndLine(rule.comments, out);
 }
 
@@ -143,6 +144,7 @@ Json TpRuleJson(const TpRule& rule) {
       else j["packed"].push_back(b.value);
     }
   }
+  if (rule.optional) j["optional"] = true;
   AddComments(rule.comments, j);
   return j;
 }
@@ -287,6 +289,7 @@ std::string Dump(const PlanAst& plan, const DumpOptions& options) {
     for (const TpRule& rule : plan.tensor_parallel->rules) {
       out += "  " + std::string(TpStyleName(rule.style)) + " " + Quoted(rule.pattern);
       if (rule.packed) out += " " + PackedText(*rule.packed);
+      if (rule.optional) out += " optional";
       out += At(rule.range, options) + Error(rule.has_error) + "\n";
     }
   }

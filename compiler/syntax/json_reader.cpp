@@ -430,7 +430,7 @@ class JsonPlanReader {
     TpRule rule;
     rule.range = At(v);
     Fields fields = Collect(v, "", "a tensor-parallel rule",
-                            {"colwise", "rowwise", "replicate", "packed", "comments", "comment"});
+                            {"colwise", "rowwise", "replicate", "packed", "optional", "comments", "comment"});
     ReadComments(fields, rule.comments);
     const JsonMember* style = OneOf(fields, v, "a tensor-parallel rule", {"colwise", "rowwise", "replicate"});
     if (style == nullptr) {
@@ -469,6 +469,13 @@ class JsonPlanReader {
           blocks.blocks.push_back(std::move(size));
         }
         rule.packed = std::move(blocks);
+      } else {
+        rule.has_error = true;
+      }
+    }
+    if (const JsonMember* optional = fields.Get("optional")) {
+      if (Expect(optional->value, Type::kBool, "optional", "`true` or `false`")) {
+        if (optional->value.boolean) rule.optional = At(optional->value);
       } else {
         rule.has_error = true;
       }

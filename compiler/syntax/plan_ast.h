@@ -126,12 +126,15 @@ struct Packed {
   SourceRange range;
 };
 
-// A rule of the `tensor_parallel` section: `colwise "pattern" packed [..]`.
+// A rule of the `tensor_parallel` section: `colwise "pattern" packed [..] optional`.
 struct TpRule {
   TpStyle style = TpStyle::kColwise;
   SourceRange style_range;
   Pattern pattern;
   std::optional<Packed> packed;  // colwise / rowwise only
+  // `optional`: a pattern that matches no module is skipped instead of an error (Wan's I2V-only
+  // image K/V projections, absent from its T2V models of the same class).
+  std::optional<SourceRange> optional;
   Comments comments;
   SourceRange range;
   bool has_error = false;
