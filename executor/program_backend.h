@@ -2,8 +2,9 @@
 
 // The runtime side of a plan's edits of a program (runtime/program/edit_backend.h) on the job's
 // mesh: splits keep this CP rank's slice, gathers all-gather over the CP group, attention runs
-// weft's Ulysses / ring / USP kernels -- the same collectives the built-in models' hooks make
-// (executor/cp_hooks.h), so a plan costs the same on a program as on a built-in model.
+// weft's Ulysses / ring / USP kernels, rowwise outputs and sharded RMS statistics are summed over
+// the tp group -- the same collectives the built-in models' hooks make (executor/cp_hooks.h,
+// install.cpp), so a plan costs the same on a program as on a built-in model.
 
 #include <map>
 #include <memory>
@@ -22,6 +23,9 @@ class ProgramBackend : public interp::EditBackend {
   at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                        const std::optional<at::Tensor>& attn_mask, std::optional<double> scale,
                        const plan::ProgramEdit& edit) override;
+  at::Tensor AllReduce(at::Tensor x, const std::optional<at::Tensor>& bias, const plan::ProgramEdit& edit) override;
+  at::Tensor RmsNorm(const at::Tensor& x, int64_t normalized_dims, const std::optional<at::Tensor>& weight,
+                     std::optional<double> eps, const plan::ProgramEdit& edit) override;
 
  private:
   dist::DistContext& ctx_;

@@ -25,6 +25,7 @@
 #include "executor/install.h"
 #include "executor/plan_loader.h"
 #include "executor/program_backend.h"
+#include "executor/tp_shard.h"
 #include "executor/exec_error.h"
 #include "executor/host_memory.h"
 #include "executor/trace.h"
@@ -288,6 +289,7 @@ plan::ExecutionPlan ProgramPlan(const ProgramJobOptions& o, const program::Progr
   request.activation_bytes = p.manifest && p.manifest->dtype == "f32" ? 4 : 2;
   LoadedPlan loaded = LoadPlan(request);
   loaded.plan.program = program::LowerToProgram(loaded.plan, p, o.program);
+  program::MatchCostToEdits(loaded.plan);
   return loaded.plan;
 }
 
@@ -349,14 +351,26 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
     CheckModelDir(o.model_dir, *program);
     if (weights.empty()) weights = io::DiffusersWeightFiles(o.model_dir);
   }
+  // Tensor parallelism: each rank keeps its shard of the parameters the plan shards (the edits'
+  // all-reduces, head counts and norm statistics expect exactly these shards).
   if (weights.empty()) {
     nn::RandomizeParameters(*model, 1000 + o.seed);
+    if (plan) {
+      const std::map<std::string, ShardSpec> specs = ShardSpecs(*plan, ctx.AxisRank(dist::Axis::kTp));
+      for (auto& [name, slot] : model->NamedParameters()) {
+        if (auto spec = specs.find(name); spec != specs.end()) *slot = ShardTensor(*slot, spec->second, name);
+      }
+    }
   } else {
     std::vector<io::SafetensorsFile> files;
     for (const std::string& f : weights) files.push_back(io::SafetensorsFile::Open(f));
     std::vector<const io::SafetensorsFile*> pointers;
     for (const auto& f : files) pointers.push_back(&f);
-    nn::LoadWeights(*model, pointers, dtype);
+    if (plan) {
+      LoadPlannedWeights(*plan, *model, ctx, pointers, dtype);
+    } else {
+      nn::LoadWeights(*model, pointers, dtype);
+    }
   }
   model->ConformParameters(o.device);
   const auto t_weights = Clock::now();

@@ -141,6 +141,25 @@ WEFT_DIAGNOSTIC(ProgramInvalid, Error, "{0}", std::string);
 // (compiler/program/lowering.h: a full length no shard stands for, a mask laid out otherwise
 // than its keys, context-parallel attention over whole keys ...).
 WEFT_DIAGNOSTIC(PlanDoesNotLowerToProgram, Error, "{0}", std::string);
+// The checks of lowering a plan into a program and of its dataflow (compiler/program/
+// plan_edit_error.h), one kind each, located at the plan rule the failing edit comes from.
+WEFT_DIAGNOSTIC(ProgramLacksPlanValue, Error, "{0}", std::string);
+WEFT_DIAGNOSTIC(FullLengthWithoutShard, Error, "{0}", std::string);
+WEFT_DIAGNOSTIC(ContextParallelOverWholeKeys, Error, "{0}", std::string);
+WEFT_DIAGNOSTIC(MaskNotLaidOutWithKeys, Error, "{0}", std::string);
+WEFT_DIAGNOSTIC(TpShardedDimReduced, Error, "{0}", std::string);
+WEFT_DIAGNOSTIC(ColwiseOutputEscapes, Error, "{0}", std::string);
+WEFT_DIAGNOSTIC(RowwiseInputNotSharded, Error, "{0}", std::string);
+WEFT_DIAGNOSTIC(TpAttentionHeadsMismatch, Error, "{0}", std::string);
+WEFT_DIAGNOSTIC(TpUnsupportedOperator, Error, "{0}", std::string);
+WEFT_DIAGNOSTIC(TpShardReachesOutput, Error, "{0}", std::string);
+WEFT_DIAGNOSTIC(SplitDimReduced, Error, "{0}", std::string);
+WEFT_DIAGNOSTIC(SplitMixedWithWhole, Error, "{0}", std::string);
+WEFT_DIAGNOSTIC(LocalAttentionOverSplitKeys, Error, "{0}", std::string);
+WEFT_DIAGNOSTIC(SplitThroughUnsupportedOperator, Error, "{0}", std::string);
+WEFT_DIAGNOSTIC(SplitNeverGathered, Error, "{0}", std::string);
+WEFT_DIAGNOSTIC(GatherOfUnsplitValue, Error, "{0}", std::string);
+WEFT_DIAGNOSTIC(AtProgramNode, Note, "at node `{0}` of module `{1}` in the program", std::string, std::string);
 WEFT_DIAGNOSTIC(MeshSpecInvalid, Error, "{0}", std::string);
 WEFT_DIAGNOSTIC(UnknownWorkload, Error, "graph `{0}` has no workload `{1}`; it has {2}", std::string, std::string,
                 std::string);

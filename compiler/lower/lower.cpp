@@ -227,6 +227,21 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
                                       TpAllReduceBytes(1, local_elems, 1, elem_bytes, T)});
       }
     }
+    // A colwise RMSNorm (Wan's norm_q over all heads) sums its fp32 statistics, one per row,
+    // over the tp group: the executor's all-reduce of (B, S_local, 1).
+    if (T > 1 && col && m.type == "RMSNorm") {
+      const model::ModuleCalls* calls = w->FindCalls(s.module);
+      if (calls != nullptr && !calls->calls.empty() && !calls->calls.front().outputs.empty()) {
+        const model::Value& out = calls->calls.front().outputs.front();
+        const int64_t local_bytes = LocalBytes(out, b);
+        const int64_t width = out.shape.empty() ? 1 : std::max<int64_t>(1, out.shape.back());
+        const int64_t rows = local_bytes == source::kSaturated
+                                 ? source::kSaturated
+                                 : local_bytes / std::max<int64_t>(1, model::DTypeBytes(out.dtype)) / width;
+        s.cost.collectives.push_back({plan::CollectiveOp::kAllReduce, std::string(plan::kTpAxis), 1,
+                                      TpAllReduceBytes(1, rows, 1, 4, T)});
+      }
+    }
     s.tp = std::move(tp);
   }
 

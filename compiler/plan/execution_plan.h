@@ -235,7 +235,8 @@ struct ProgramEdit {
                  // (parameter value `bias`, "" = none) added once, after the sum
     kArgument,   // argument `argument` of `node`, element `element` (-1 = the argument), becomes
                  // `new_value` (a head count of a reshape under tensor parallelism)
-    kNormStats,  // `node` (an RMS norm over a tp-sharded width) takes its statistics over the tp group
+    kNormStats,  // `node` (an RMS norm over a tp-sharded width) takes its statistics over the tp group;
+                 // `new_value` is the full normalized width
   };
   Kind kind = Kind::kSplit;
   std::string value;

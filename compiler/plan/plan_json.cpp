@@ -167,6 +167,7 @@ J EditJson(const ProgramEdit& e) {
     j["new_value"] = e.new_value;
   }
   if (e.kind == ProgramEdit::Kind::kAllReduce) j["bias"] = e.bias;
+  if (e.kind == ProgramEdit::Kind::kNormStats) j["new_value"] = e.new_value;
   if (e.attention) j["attention"] = AttentionJson<J>(*e.attention);
   j["module"] = e.module;
   j["origin"] = OriginJson<J>(e.origin);

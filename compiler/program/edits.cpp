@@ -163,6 +163,8 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
   std::map<std::string, std::vector<size_t>> after;           // value -> edits applied after its producer
   std::map<std::string, size_t> attention;                    // node -> edit
   std::map<std::string, std::vector<size_t>> arguments;       // node -> its argument edits
+  std::map<std::string, size_t> reduced;                      // rowwise Linear node -> its all-reduce
+  std::map<std::string, size_t> norms;                        // rms_norm node -> its statistics edit
   for (size_t i = 0; i < edits.edits.size(); ++i) {
     const plan::ProgramEdit& e = edits.edits[i];
     const std::string rule = e.origin.Known() ? " (rule at " + e.origin.ToString() + ")" : "";
@@ -192,6 +194,14 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
                              "`, which the program does not have");
         }
         arguments[e.node].push_back(i);
+        break;
+      case Kind::kAllReduce:
+      case Kind::kNormStats:
+        if (node_index.count(e.node) == 0) {
+          throw ProgramError(where + ": the plan's " + std::string(plan::ProgramEditKindName(e.kind)) + " for `" +
+                             e.module + "`" + rule + " names node `" + e.node + "`, which the program does not have");
+        }
+        (e.kind == Kind::kAllReduce ? reduced : norms)[e.node] = i;
         break;
       default:
         throw ProgramError(where + ": edit " + std::string(plan::ProgramEditKindName(e.kind)) + " of `" + e.module +
@@ -258,12 +268,48 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
       index.arg.i = static_cast<int64_t>(att->second);
       n.inputs.push_back(index);
     }
+    if (auto norm = norms.find(n.name); norm != norms.end()) {
+      n.target = kNormStatsTarget;
+      NamedArgument index;
+      index.name = "edit";
+      index.arg.kind = Argument::Kind::kInt;
+      index.arg.i = static_cast<int64_t>(norm->second);
+      n.inputs.push_back(index);
+    }
+    std::string bias;  // a rowwise Linear's bias, added after the all-reduce
+    const auto reduce = reduced.find(n.name);
+    if (reduce != reduced.end()) {
+      for (NamedArgument& in : n.inputs) {
+        if (in.name != "bias" || in.arg.kind != Argument::Kind::kTensor) continue;
+        bias = in.arg.name;
+        in.arg = Argument();
+      }
+    }
     std::vector<std::string> produced;
     for (const Argument& o : n.outputs) {
       for (const std::string& v : o.TensorNames()) produced.push_back(v);
     }
     const int32_t stack = n.stack;
     nodes.push_back(std::move(n));
+    if (reduce != reduced.end()) {
+      const plan::ProgramEdit& e = edits.edits[reduce->second];
+      if (produced.size() != 1 || produced[0] != e.value) {
+        throw ProgramError(where + ": the plan's all_reduce for `" + e.module + "` names value `" + e.value +
+                           "`, which node `" + e.node + "` does not produce alone");
+      }
+      const std::string out = e.value + "@" + std::to_string(reduce->second);
+      Node sum = EditNode(kAllReduceTarget, reduce->second, e.value, out, stack);
+      NamedArgument b;
+      b.name = "bias";
+      if (!bias.empty()) {
+        b.arg.kind = Argument::Kind::kTensor;
+        b.arg.name = bias;
+      }
+      sum.inputs.push_back(std::move(b));
+      nodes.push_back(std::move(sum));
+      if (const TensorMeta* meta = p.FindTensor(e.value)) p.tensor_values.emplace(out, *meta);
+      renamed[e.value] = out;
+    }
     for (const std::string& v : produced) emit_after(v, stack);
   }
   for (Argument& o : p.outputs) Rename(o, current);

@@ -6,6 +6,7 @@
 
 #include "compiler/program/archive.h"
 #include "compiler/program/expr.h"
+#include "compiler/program/plan_edit_error.h"
 
 namespace weft::program {
 namespace {
@@ -200,10 +201,12 @@ class LocalSizes {
           }
         }
         if (at == local.end()) {
-          throw ProgramError(where_ + ": node `" + n.name + "` (" + n.target + ", module `" + ModuleOf(p_, n) +
-                             "`) runs on a shard of the split of `" + origin.module + "`" + Rule(origin) +
-                             " but its argument `" + in.name + "` is the full length " + length +
-                             ", and no shard before it has a dim of that length to take the local one from");
+          throw PlanEditError(EditCheck::kFullLengthWithoutShard, origin.origin,
+                              where_ + ": node `" + n.name + "` (" + n.target + ", module `" + ModuleOf(p_, n) +
+                                  "`) runs on a shard of the split of `" + origin.module + "`" + Rule(origin) +
+                                  " but its argument `" + in.name + "` is the full length " + length +
+                                  ", and no shard before it has a dim of that length to take the local one from",
+                              n.name, ModuleOf(p_, n));
         }
         plan::ProgramEdit e;
         e.kind = Kind::kArgument;
@@ -321,10 +324,12 @@ class LocalSizes {
       local_attention_.insert(site);
       return;
     }
-    throw ProgramError(where_ + ": the plan runs attention `" + e.module + "` context-parallel" + Rule(e) +
-                       ", but its keys `" + key + "` (node `" + n.name + "`) are whole on every rank there: no split "
-                       "reaches them, so ring or Ulysses would attend every key once per rank; leave it local, or "
-                       "split its inputs");
+    throw PlanEditError(EditCheck::kCpAttentionOverWholeKeys, e.origin,
+                        where_ + ": the plan runs attention `" + e.module + "` context-parallel" + Rule(e) +
+                            ", but its keys `" + key + "` (node `" + n.name + "`) are whole on every rank there: no "
+                            "split reaches them, so ring or Ulysses would attend every key once per rank; leave it "
+                            "local, or split its inputs",
+                        n.name, ModuleOf(p_, n));
   }
 
   // The attention mask of context-parallel attention node `index` (edit `site`), when the plan
@@ -382,10 +387,12 @@ class LocalSizes {
       bool known = order.size() > 1;
       for (const std::string& part : order) known = known && all_lengths_.count(part) > 0;
       if (!known) {
-        throw ProgramError(where_ + ": the mask `" + mask + "` of context-parallel attention `" + n.name + "` (module `" +
-                           module + "`" + Rule(attention) + ") spans " + keys +
-                           " keys, which is neither one split stream nor a concatenation of split streams in this module: "
-                           "split it in the plan, or leave the attention local");
+        throw PlanEditError(EditCheck::kMaskNotLaidOutWithKeys, attention.origin,
+                            where_ + ": the mask `" + mask + "` of context-parallel attention `" + n.name +
+                                "` (module `" + module + "`" + Rule(attention) + ") spans " + keys +
+                                " keys, which is neither one split stream nor a concatenation of split streams in "
+                                "this module: split it in the plan, or leave the attention local",
+                            n.name, module);
       }
       for (const std::string& part : order) {
         std::string name;
@@ -399,8 +406,11 @@ class LocalSizes {
           }
         }
         if (name.empty()) {
-          throw ProgramError(where_ + ": the mask `" + mask + "` of context-parallel attention `" + n.name +
-                             "` lays out a part of " + part + " keys, but no size of that length is computed before it");
+          throw PlanEditError(EditCheck::kMaskNotLaidOutWithKeys, attention.origin,
+                              where_ + ": the mask `" + mask + "` of context-parallel attention `" + n.name +
+                                  "` lays out a part of " + part +
+                                  " keys, but no size of that length is computed before it",
+                              n.name, module);
         }
         e.parts.push_back(name);
       }

@@ -8,6 +8,8 @@
 #include "compiler/program/bindings.h"
 #include "compiler/program/graph_view.h"
 #include "compiler/program/local_sizes.h"
+#include "compiler/program/plan_edit_error.h"
+#include "compiler/program/shard_flow.h"
 
 namespace weft::program {
 namespace {
@@ -146,6 +148,30 @@ std::vector<CallValues> ModuleCallValues(const Program& p, const std::string& mo
   return out;
 }
 
+void MatchCostToEdits(plan::ExecutionPlan& plan) {
+  if (!plan.program) return;
+  std::set<std::string> sites;
+  for (const plan::ProgramEdit& e : plan.program->edits) {
+    if (e.kind == plan::ProgramEdit::Kind::kAttention) sites.insert(e.module);
+  }
+  int64_t step_weights = 0;
+  for (const plan::ModuleStep& s : plan.steps) step_weights += s.cost.weight_bytes;
+  bool changed = false;
+  for (plan::ModuleStep& s : plan.steps) {
+    if (!s.attention || s.attention->mode == plan::AttentionMode::kLocal || sites.count(s.module)) continue;
+    s.attention->mode = plan::AttentionMode::kLocal;
+    std::vector<plan::Collective>& c = s.cost.collectives;
+    c.erase(std::remove_if(c.begin(), c.end(),
+                           [](const plan::Collective& x) { return x.axis == plan::kRingAxis || x.axis == plan::kUlyssesAxis; }),
+            c.end());
+    changed = true;
+  }
+  if (!changed) return;
+  const int64_t activation = plan.cost.activation_bytes;  // the peak over every call, not only steps
+  plan::SummarizeCost(plan, plan.cost.weight_bytes - step_weights);
+  plan.cost.activation_bytes = activation;
+}
+
 plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program& p, const std::string& file) {
   const std::string where = Where(p);
   plan::ProgramEdits out;
@@ -165,8 +191,9 @@ plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program
           if (path == step.module) why = "torch.export could not preserve its call (" + reason + ")";
         }
       }
-      return ProgramError(where + ": the plan " + what + " of module `" + step.module + "`" + RuleOf(origin) + ", but " +
-                          why);
+      return PlanEditError(EditCheck::kProgramLacksValue, origin,
+                           where + ": the plan " + what + " of module `" + step.module + "`" + RuleOf(origin) + ", but " +
+                               why);
     };
     for (const plan::Split& split : step.splits) {
       if (calls.empty()) throw no_call(split.origin, "splits");
@@ -183,13 +210,13 @@ plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program
                                   [&](const auto& a) { return a.first == split.argument; });
           if (arg == call.arguments.end() || arg->second.empty()) {
             if (split.optional) continue;
-            throw ProgramError(where + ": the plan splits argument `" + split.argument + "` of module `" + step.module +
+            throw PlanEditError(EditCheck::kProgramLacksValue, split.origin, where + ": the plan splits argument `" + split.argument + "` of module `" + step.module +
                                "`" + RuleOf(split.origin) + ", but the program's call does not pass it");
           }
           const size_t element = split.element < 0 ? 0 : static_cast<size_t>(split.element);
           if (element >= arg->second.size() || arg->second[element].empty()) {
             if (split.optional) continue;
-            throw ProgramError(where + ": the plan splits " +
+            throw PlanEditError(EditCheck::kProgramLacksValue, split.origin, where + ": the plan splits " +
                                (split.element < 0 ? "argument" : "element " + std::to_string(split.element) + " of argument") +
                                " `" + split.argument + "` of module `" + step.module + "`" + RuleOf(split.origin) +
                                ", which is no tensor in the program");
@@ -201,7 +228,7 @@ plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program
         } else {
           if (split.output < 0 || static_cast<size_t>(split.output) >= call.outputs.size() ||
               call.outputs[static_cast<size_t>(split.output)].empty()) {
-            throw ProgramError(where + ": the plan splits output " + std::to_string(split.output) + " of module `" +
+            throw PlanEditError(EditCheck::kProgramLacksValue, split.origin, where + ": the plan splits output " + std::to_string(split.output) + " of module `" +
                                step.module + "`" + RuleOf(split.origin) + ", which is no tensor in the program");
           }
           e.value = call.outputs[static_cast<size_t>(split.output)];
@@ -215,7 +242,7 @@ plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program
       for (const CallValues& call : calls) {
         if (gather.output < 0 || static_cast<size_t>(gather.output) >= call.outputs.size() ||
             call.outputs[static_cast<size_t>(gather.output)].empty()) {
-          throw ProgramError(where + ": the plan gathers output " + std::to_string(gather.output) + " of module `" +
+          throw PlanEditError(EditCheck::kProgramLacksValue, gather.origin, where + ": the plan gathers output " + std::to_string(gather.output) + " of module `" +
                              step.module + "`" + RuleOf(gather.origin) + ", which is no tensor in the program");
         }
         plan::ProgramEdit e;
@@ -232,7 +259,7 @@ plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program
     if (step.attention && step.attention->mode != plan::AttentionMode::kLocal) {
       auto it = sdpa.find(step.module);
       if (it == sdpa.end()) {
-        throw ProgramError(where + ": the plan runs attention `" + step.module + "` as " +
+        throw PlanEditError(EditCheck::kProgramLacksValue, step.attention->origin, where + ": the plan runs attention `" + step.module + "` as " +
                            std::string(plan::AttentionModeName(step.attention->mode)) + RuleOf(step.attention->origin) +
                            ", but no scaled_dot_product_attention of the program belongs to it");
       }
@@ -249,6 +276,8 @@ plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program
   }
   SplitHoistedCopies(p, out);
   AddLocalSizeEdits(p, out);
+  AddTensorParallelEdits(plan, p, out);
+  CheckSplitDataflow(plan, p, out);
   return out;
 }
 

@@ -10,9 +10,12 @@
 //   split of a module output     the value it returns, split right after it is produced
 //   gather of a module output    the value it returns, gathered right after it is produced
 //   context-parallel attention   every scaled_dot_product_attention node the site owns
+//   tensor-parallel steps        all-reduces, local head counts, sharded norm statistics
+//                                (shard_flow.h)
 //
-// Every edit keeps its step's origin (the plan rule). Symbolic sizes need no edit: the program
-// computes them from the tensors at run time, so sizes of a split tensor are its local sizes.
+// Then local_sizes.h makes the full-length sizes of shards local and shard_flow.h proves the
+// splits reach their gathers through operations that keep them. Every edit keeps its step's
+// origin (the plan rule); every refusal is a PlanEditError (plan_edit_error.h).
 
 #include <string>
 
@@ -21,9 +24,14 @@
 
 namespace weft::program {
 
-// The edits of `plan` on `program` (read from `file`). Throws ProgramError naming the module,
-// argument and rule when a step has no value to edit in the program.
+// The edits of `plan` on `program` (read from `file`). Throws PlanEditError naming the check, the
+// module, node and rule when the plan cannot run on the program as it is.
 plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program& program, const std::string& file);
+
+// The plan's cost as the edits run it: an attention step the module-level view derived as
+// context-parallel but whose keys no split reaches runs local on the program (local_sizes.h
+// drops its edit), so its step says local and its collectives leave the prediction.
+void MatchCostToEdits(plan::ExecutionPlan& plan);
 
 // The values a module call receives for each forward argument, in leaf order (a tuple argument
 // has one per element; "" for a leaf that is None, a constant or a symbolic size), and the

@@ -26,6 +26,13 @@ class EditBackend {
   virtual at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const std::optional<at::Tensor>& attn_mask, std::optional<double> scale,
                                const plan::ProgramEdit& edit) = 0;
+  // A rowwise Linear's partial output summed over the tp group, `bias` added once after the sum
+  // (weft.all_reduce). May sum in place: nothing else reads the partial output.
+  virtual at::Tensor AllReduce(at::Tensor x, const std::optional<at::Tensor>& bias, const plan::ProgramEdit& edit) = 0;
+  // rms_norm(x, normalized_shape, weight, eps) whose normalized width (edit.new_value elements in
+  // full) is sharded over the tp group: the mean of squares is taken over the group (weft.rms_norm).
+  virtual at::Tensor RmsNorm(const at::Tensor& x, int64_t normalized_dims, const std::optional<at::Tensor>& weight,
+                             std::optional<double> eps, const plan::ProgramEdit& edit) = 0;
 };
 
 }  // namespace weft::interp

@@ -503,6 +503,21 @@ void PrepareEdit(Impl& impl, size_t n, Instr& instr) {
       }
     }
     instr.args.push_back(parts);
+  } else if (node.target == program::kAllReduceTarget) {
+    instr.args = {tensor("self", false), tensor("bias", true)};
+  } else if (node.target == program::kNormStatsTarget) {
+    instr.args = {tensor("input", false), tensor("weight", true)};
+    Source dims;  // how many trailing dims it normalizes
+    Source eps;   // None, or the float the node passes
+    for (const program::NamedArgument& in : node.inputs) {
+      if (in.name == "normalized_shape") {
+        dims.constant = static_cast<int64_t>(in.arg.kind == AK::kInts ? in.arg.ints.size() : in.arg.sym_ints.size());
+      }
+      if (in.name == "eps" && in.arg.kind == AK::kFloat) eps.constant = in.arg.f;
+    }
+    if (dims.constant.isNone()) Refuse(impl, n, "has no argument `normalized_shape`");
+    instr.args.push_back(dims);
+    instr.args.push_back(eps);
   } else {
     Refuse(impl, n, "not an operator weft can run");
   }
@@ -829,6 +844,16 @@ std::vector<at::Tensor> Interpreter::Run(const std::vector<c10::IValue>& user_in
             out = impl.options.backend->Split(stack[0].toTensor(), e, stack[1].toIntVector());
           } else if (e.kind == plan::ProgramEdit::Kind::kGather) {
             out = impl.options.backend->Gather(stack[0].toTensor(), e);
+          } else if (e.kind == plan::ProgramEdit::Kind::kAllReduce) {
+            std::optional<at::Tensor> bias;
+            if (!stack[1].isNone()) bias = stack[1].toTensor();
+            out = impl.options.backend->AllReduce(stack[0].toTensor(), bias, e);
+          } else if (e.kind == plan::ProgramEdit::Kind::kNormStats) {
+            std::optional<at::Tensor> weight;
+            if (!stack[1].isNone()) weight = stack[1].toTensor();
+            std::optional<double> eps;
+            if (!stack[3].isNone()) eps = stack[3].toDouble();
+            out = impl.options.backend->RmsNorm(stack[0].toTensor(), stack[2].toInt(), weight, eps, e);
           } else {
             std::optional<at::Tensor> mask;
             if (!stack[3].isNone()) mask = stack[3].toTensor();

@@ -1,0 +1,861 @@
+#include "compiler/program/shard_flow.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "compiler/program/local_sizes.h"
+#include "compiler/program/plan_edit_error.h"
+
+namespace weft::program {
+namespace {
+
+using Kind = plan::ProgramEdit::Kind;
+using AK = Argument::Kind;
+
+// A tensor sharded along `dim`: the full extent there is the sum of `blocks` (for a split
+// sequence, the lengths at the export's example) and each rank holds its part of every block,
+// blocks in order (tp: its r-th 1/tp, executor/tp_shard.h; cp: its split of each stream).
+struct Sharding {
+  int64_t dim = 0;
+  std::vector<int64_t> blocks;
+  size_t rule = 0;  // where it came from (ShardFlow::rules_)
+
+  bool SameLayout(const Sharding& o) const { return dim == o.dim && blocks == o.blocks; }
+};
+
+struct Rule {
+  std::string module;
+  plan::Origin origin;
+};
+
+std::string List(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+std::string ShortOp(const std::string& target) {
+  const std::string prefix = "torch.ops.aten.";
+  return target.compare(0, prefix.size(), prefix) == 0 ? target.substr(prefix.size()) : target;
+}
+
+bool OneOf(const std::string& target, std::initializer_list<const char*> ops) {
+  for (const char* op : ops) {
+    if (target == std::string("torch.ops.aten.") + op) return true;
+  }
+  return false;
+}
+
+// Ops that compute each output element from the elements at the same (broadcast) index of their
+// tensor inputs: a sharding passes through them unchanged.
+bool Elementwise(const std::string& target) {
+  // In-place variants (addcmul_.default) compute the same as their out-of-place op.
+  std::string t = target;
+  const size_t dot = t.rfind('.');
+  if (dot != std::string::npos && dot > 0 && t[dot - 1] == '_' && t.compare(0, 15, "torch.ops.aten.") == 0 &&
+      t.compare(dot - 2, 2, "__") != 0) {
+    t.erase(dot - 1, 1);
+  }
+  return OneOf(t, {"add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar", "rsub.Scalar", "mul.Tensor", "mul.Scalar",
+                   "div.Tensor", "div.Scalar", "div.Tensor_mode", "pow.Tensor_Scalar", "pow.Tensor_Tensor",
+                   "pow.Scalar", "neg.default", "exp.default", "log.default", "silu.default", "gelu.default",
+                   "relu.default", "tanh.default", "sigmoid.default", "sin.default", "cos.default", "rsqrt.default",
+                   "sqrt.default", "reciprocal.default", "abs.default", "erf.default", "square.default",
+                   "clamp.default", "clamp_min.default", "clamp_max.default", "where.self", "masked_fill.Scalar",
+                   "masked_fill.Tensor", "maximum.default", "minimum.default", "lerp.Scalar", "addcmul.default",
+                   "to.dtype", "to.dtype_layout", "to.device", "_to_copy.default", "clone.default",
+                   "contiguous.default", "alias.default", "detach.default", "dropout.default", "copy_.default",
+                   "copy.default", "empty_like.default", "zeros_like.default", "ones_like.default",
+                   "full_like.default", "type_as.default", "softplus.default", "leaky_relu.default",
+                   "hardswish.default", "mish.default", "elu.default", "log1p.default", "expm1.default"});
+}
+
+// Factories whose sizes come from their arguments (local_sizes.h builds them at a local length).
+bool IsFactory(const std::string& t) {
+  return OneOf(t, {"ones.default", "zeros.default", "full.default", "empty.memory_format", "arange.default",
+                   "arange.start", "arange.start_step"});
+}
+
+class ShardFlow {
+ public:
+  enum class Axis : uint8_t { kTp, kCp };
+
+  ShardFlow(Axis axis, const plan::ExecutionPlan& plan, const Program& p, plan::ProgramEdits& edits)
+      : axis_(axis), plan_(plan), p_(p), edits_(edits), tp_(plan.mesh.Tp()),
+        where_(p.path.empty() ? std::string("program") : p.path) {}
+
+  void Run() {
+    if (axis_ == Axis::kTp) {
+      if (tp_ <= 1) return;
+      ShardParameters();
+      if (sharded_.empty()) return;
+    } else {
+      if (plan_.mesh.Cp() <= 1) return;
+      CollectSplits();
+      if (sharded_.empty() && scoped_.empty() && after_.empty()) return;
+    }
+    for (const Node& n : p_.nodes) {
+      current_ = &n;
+      Visit(n);
+      if (axis_ == Axis::kCp) AfterProducer(n);
+    }
+    current_ = nullptr;
+    for (const Argument& o : p_.outputs) {
+      for (const std::string& v : o.TensorNames()) {
+        auto it = sharded_.find(v);
+        if (it == sharded_.end()) continue;
+        if (axis_ == Axis::kTp) {
+          throw PlanEditError(EditCheck::kTpShardReachesOutput, rules_[it->second.rule].origin,
+                              where_ + ": `" + v + "` reaches the program's output tp-sharded along dim " +
+                                  std::to_string(it->second.dim) + " (no rowwise layer reduces it)" + From(it->second));
+        }
+        throw PlanEditError(EditCheck::kSplitNeverGathered, rules_[it->second.rule].origin,
+                            where_ + ": `" + v + "` reaches the program's output split along dim " +
+                                std::to_string(it->second.dim) + " (no gather of the plan joins it)" + From(it->second));
+      }
+    }
+  }
+
+ private:
+  bool Tp() const { return axis_ == Axis::kTp; }
+
+  // The plan's splits and gathers (edits), the attention nodes it runs context-parallel, and the
+  // factories local_sizes.h builds at a local length (they are split like the shards they meet).
+  void CollectSplits() {
+    auto rule = [&](const plan::ProgramEdit& e) {
+      rules_.push_back({e.module, e.origin});
+      return rules_.size() - 1;
+    };
+    std::map<std::string, size_t> graph_input;
+    for (const Argument& a : p_.inputs) {
+      for (const std::string& v : a.TensorNames()) graph_input.emplace(v, 0);
+    }
+    for (const plan::ProgramEdit& e : edits_.edits) {
+      Sharding s;
+      s.dim = e.dim;
+      if (e.kind == Kind::kSplit) {
+        const std::vector<int64_t> sizes = Sizes(e.value);
+        s.blocks = {e.dim < static_cast<int64_t>(sizes.size()) ? sizes[static_cast<size_t>(e.dim)] : 0};
+        s.rule = rule(e);
+        if (e.after_producer) {
+          after_[e.value] = s;
+        } else if (e.scope.empty() && graph_input.count(e.value)) {
+          sharded_[e.value] = s;
+        } else {
+          scoped_.push_back({e.value, e.scope, s});
+        }
+      } else if (e.kind == Kind::kGather) {
+        gathers_[e.value] = rule(e);
+      } else if (e.kind == Kind::kAttention) {
+        attention_.insert(e.node);
+      } else if (e.kind == Kind::kArgument && !e.value.empty()) {
+        // A factory's size list element is its output dim; arange's single length is dim 0.
+        factory_dims_[e.node].push_back({std::max<int64_t>(e.element, 0), rule(e)});
+      }
+    }
+  }
+
+  // A context-parallel split or gather right after the node producing the value.
+  void AfterProducer(const Node& n) {
+    if (IsFactory(n.target)) {
+      auto it = factory_dims_.find(n.name);
+      if (it != factory_dims_.end()) {
+        for (const std::string& o : Outputs(n)) {
+          const std::vector<int64_t> sizes = Sizes(o);
+          for (const auto& [dim, rule] : it->second) {
+            if (dim < static_cast<int64_t>(sizes.size())) Set(o, dim, {sizes[static_cast<size_t>(dim)]}, rule);
+          }
+        }
+      }
+    }
+    for (const std::string& o : Outputs(n)) {
+      if (auto split = after_.find(o); split != after_.end()) sharded_[o] = split->second;
+      auto gather = gathers_.find(o);
+      if (gather == gathers_.end()) continue;
+      if (sharded_.erase(o) == 0) {
+        const Rule& r = rules_[gather->second];
+        throw PlanEditError(EditCheck::kGatherOfUnsplitValue, r.origin,
+                            where_ + ": the plan gathers `" + o + "`, output of `" + r.module + "`" + RuleText(r.origin) +
+                                ", but no split reaches it: every rank holds it whole already",
+                            n.name, ModuleOf(n));
+      }
+    }
+  }
+
+  // The parameters the plan shards, as sharded graph inputs.
+  void ShardParameters() {
+    std::map<std::string, std::string> value_of;  // parameter fqn -> graph input
+    for (size_t i = 0; i < p_.input_specs.size() && i < p_.inputs.size(); ++i) {
+      if (p_.input_specs[i].kind == InputSpec::Kind::kParameter) value_of[p_.input_specs[i].target] = p_.inputs[i].name;
+    }
+    for (const plan::ModuleStep& step : plan_.steps) {
+      if (!step.tp) continue;
+      for (const plan::ParamShard& param : step.tp->params) {
+        if (param.dim < 0) continue;
+        const std::string fqn = step.module.empty() ? param.name : step.module + "." + param.name;
+        auto value = value_of.find(fqn);
+        if (value == value_of.end()) {
+          throw PlanEditError(EditCheck::kProgramLacksValue, step.tp->origin,
+                              where_ + ": the plan shards parameter `" + fqn + "`" + RuleText(step.tp->origin) +
+                                  ", which the program has no parameter for");
+        }
+        Sharding s;
+        s.dim = param.dim;
+        s.blocks = param.blocks;
+        if (s.blocks.empty() && param.dim < static_cast<int64_t>(param.full_shape.size())) {
+          s.blocks = {param.full_shape[static_cast<size_t>(param.dim)]};
+        }
+        s.rule = rules_.size();
+        rules_.push_back({step.module, step.tp->origin});
+        sharded_[value->second] = s;
+      }
+    }
+  }
+
+  static std::string RuleText(const plan::Origin& o) { return o.Known() ? " (rule at " + o.ToString() + ")" : ""; }
+
+  std::string From(const Sharding& s) const {
+    const Rule& r = rules_[s.rule];
+    const std::string module = r.module.empty() ? "the root" : "`" + r.module + "`";
+    return (Tp() ? "; its sharding comes from the TP rule for " : "; its split comes from the plan's rule for ") + module +
+           RuleText(r.origin);
+  }
+
+  // A tensor-parallel check as the context-parallel one it stands for.
+  EditCheck ForAxis(EditCheck check) const {
+    if (Tp()) return check;
+    switch (check) {
+      case EditCheck::kTpReducesShardedDim: return EditCheck::kCpReducesSplitDim;
+      case EditCheck::kTpColwiseEscapes: return EditCheck::kCpSplitMixedWithWhole;
+      case EditCheck::kTpAttentionHeadsMismatch: return EditCheck::kLocalAttentionOverSplitKeys;
+      default: return EditCheck::kCpUnsupportedOperator;
+    }
+  }
+
+  std::string ModuleOf(const Node& n) const {
+    if (n.stack < 0 || p_.module_stacks[static_cast<size_t>(n.stack)].empty()) return "";
+    return p_.module_stacks[static_cast<size_t>(n.stack)].back().path;
+  }
+
+  [[noreturn]] void Refuse(EditCheck check, const Node& n, const std::string& value, const Sharding& s,
+                           const std::string& what) const {
+    throw PlanEditError(ForAxis(check), rules_[s.rule].origin,
+                        where_ + (Tp() ? ": tensor parallelism cannot shard node `" : ": a context-parallel split cannot pass node `") +
+                            n.name + "` (" + ShortOp(n.target) + ")" +
+                            (ModuleOf(n).empty() ? std::string(" at the root") : " in module `" + ModuleOf(n) + "`") +
+                            ": " + what +
+                            "; it reads `" + value + (Tp() ? "`, tp-sharded along dim " : "`, split along dim ") +
+                            std::to_string(s.dim) + " in blocks " + List(s.blocks) + From(s),
+                        n.name, ModuleOf(n));
+  }
+
+  const Argument* Arg(const Node& n, const char* name) const {
+    for (const NamedArgument& in : n.inputs) {
+      if (in.name == name) return &in.arg;
+    }
+    return nullptr;
+  }
+  std::string TensorArg(const Node& n, const char* name) const {
+    const Argument* a = Arg(n, name);
+    return a != nullptr && a->kind == AK::kTensor ? a->name : "";
+  }
+  // An integer argument: its constant, or nullopt when absent, None or symbolic.
+  std::optional<int64_t> IntArg(const Node& n, const char* name) const {
+    const Argument* a = Arg(n, name);
+    if (a == nullptr) return std::nullopt;
+    if (a->kind == AK::kInt) return a->i;
+    if (a->kind == AK::kSymInt && !a->sym_ints.empty() && !a->sym_ints[0].is_name) return a->sym_ints[0].value;
+    return std::nullopt;
+  }
+  std::vector<int64_t> IntsArg(const Node& n, const char* name) const {
+    const Argument* a = Arg(n, name);
+    if (a == nullptr) return {};
+    if (a->kind == AK::kInts) return a->ints;
+    if (a->kind == AK::kInt) return {a->i};
+    std::vector<int64_t> out;
+    if (a->kind == AK::kSymInts || a->kind == AK::kSymInt) {
+      for (const SymIntRef& r : a->sym_ints) out.push_back(r.is_name ? std::numeric_limits<int64_t>::min() : r.value);
+    }
+    return out;
+  }
+
+  // How `v` is sharded where the node being visited reads it (a split of a module argument covers
+  // the reads inside that module only).
+  const Sharding* Find(const std::string& v) const {
+    if (current_ != nullptr) {
+      for (const Scoped& s : scoped_) {
+        if (s.value == v && NodeInModule(p_, *current_, s.scope)) return &s.sharding;
+      }
+    }
+    auto it = sharded_.find(v);
+    return it == sharded_.end() ? nullptr : &it->second;
+  }
+  // A size argument's value at the export's example: its constant, or the hint of its symbol.
+  std::optional<int64_t> HintArg(const Node& n, const char* name) const {
+    const Argument* a = Arg(n, name);
+    if (a == nullptr) return std::nullopt;
+    if (a->kind == AK::kSymInt && !a->sym_ints.empty() && a->sym_ints[0].is_name) {
+      auto it = p_.sym_int_values.find(a->sym_ints[0].name);
+      if (it != p_.sym_int_values.end()) return it->second.value;
+      return std::nullopt;
+    }
+    return IntArg(n, name);
+  }
+  // Sizes by their hints (symbolic sizes at the export's example).
+  std::vector<int64_t> Sizes(const std::string& v) const {
+    std::vector<int64_t> out;
+    if (const TensorMeta* m = p_.FindTensor(v)) {
+      for (const SymInt& s : m->sizes) out.push_back(s.value);
+    }
+    return out;
+  }
+  bool StaticOne(const std::string& v, int64_t dim) const {
+    const TensorMeta* m = p_.FindTensor(v);
+    return m != nullptr && dim >= 0 && dim < static_cast<int64_t>(m->sizes.size()) &&
+           !m->sizes[static_cast<size_t>(dim)].symbolic && m->sizes[static_cast<size_t>(dim)].value == 1;
+  }
+  int64_t Rank(const std::string& v) const {
+    const TensorMeta* m = p_.FindTensor(v);
+    return m == nullptr ? -1 : static_cast<int64_t>(m->sizes.size());
+  }
+  static int64_t Norm(int64_t dim, int64_t rank) { return dim < 0 ? dim + rank : dim; }
+
+  std::vector<std::string> Outputs(const Node& n) const {
+    std::vector<std::string> out;
+    for (const Argument& o : n.outputs) {
+      for (const std::string& v : o.TensorNames()) out.push_back(v);
+    }
+    return out;
+  }
+  void Set(const std::string& v, int64_t dim, std::vector<int64_t> blocks, size_t rule) {
+    if (v.empty()) return;
+    sharded_[v] = Sharding{dim, std::move(blocks), rule};
+  }
+
+  void Edit(plan::ProgramEdit e, size_t rule) {
+    if (!Tp()) return;  // sizes of splits are local_sizes.h's
+    e.module = rules_[rule].module;
+    e.origin = rules_[rule].origin;
+    edits_.edits.push_back(std::move(e));
+  }
+  // Argument `argument` (element `element`, -1 = the argument) of `n` becomes `value`.
+  void EditInt(const Node& n, const char* argument, int64_t element, int64_t value, size_t rule) {
+    plan::ProgramEdit e;
+    e.kind = Kind::kArgument;
+    e.node = n.name;
+    e.argument = argument;
+    e.element = element;
+    e.new_value = value;
+    Edit(std::move(e), rule);
+  }
+
+  // Prefix sums of `blocks` (0, b0, b0 + b1, ...).
+  static std::vector<int64_t> Boundaries(const std::vector<int64_t>& blocks) {
+    std::vector<int64_t> b = {0};
+    for (int64_t x : blocks) b.push_back(b.back() + x);
+    return b;
+  }
+  // The blocks between full offsets [start, end), or nullopt when either is inside a block.
+  static std::optional<std::vector<int64_t>> BlocksBetween(const std::vector<int64_t>& blocks, int64_t start, int64_t end) {
+    const std::vector<int64_t> b = Boundaries(blocks);
+    auto s = std::find(b.begin(), b.end(), start);
+    auto e = std::find(b.begin(), b.end(), end);
+    if (s == b.end() || e == b.end() || e < s) return std::nullopt;
+    std::vector<int64_t> out(blocks.begin() + (s - b.begin()), blocks.begin() + (e - b.begin()));
+    return out;
+  }
+
+  void Visit(const Node& n) {
+    // The sharded tensors this node reads.
+    std::vector<std::pair<std::string, Sharding>> in;
+    for (const NamedArgument& a : n.inputs) {
+      for (const std::string& v : a.arg.TensorNames()) {
+        if (const Sharding* s = Find(v)) in.emplace_back(v, *s);
+      }
+    }
+    if (in.empty()) return;
+    const std::string& t = n.target;
+    const std::vector<std::string> outs = Outputs(n);
+    if (t == "torch.ops.aten.linear.default") return Linear(n);
+    if (t == "torch.ops.aten._assert_tensor_metadata.default") {
+      const Argument* size = Arg(n, "size");
+      if (size != nullptr && size->kind != AK::kNone) Refuse(EditCheck::kTpUnsupportedOperator, n, in[0].first, in[0].second, "asserts the full sizes");
+      return;
+    }
+    if (Elementwise(t)) return Pointwise(n);
+    const auto& [value, s] = in[0];
+    if (OneOf(t, {"outer.default"})) {  // out[i, j] = self[i] * vec2[j]
+      if (in.size() > 1) Refuse(EditCheck::kTpReducesShardedDim, n, in[1].first, in[1].second, "both factors are sharded");
+      return Set(outs[0], TensorArg(n, "self") == in[0].first ? 0 : 1, in[0].second.blocks, in[0].second.rule);
+    }
+    if (OneOf(t, {"index_select.default"})) {
+      const std::string self = TensorArg(n, "self"), index = TensorArg(n, "index");
+      const int64_t d = Norm(IntArg(n, "dim").value_or(0), Rank(self));
+      if (const Sharding* si = Find(index)) {  // a whole table looked up at sharded indices (positions)
+        if (Find(self) != nullptr) Refuse(EditCheck::kTpReducesShardedDim, n, index, *si, "both the table and the indices are sharded");
+        return Set(outs[0], d, si->blocks, si->rule);
+      }
+      const Sharding& st = *Find(self);
+      if (d == st.dim) Refuse(EditCheck::kTpReducesShardedDim, n, self, st, "it picks indices along the sharded dim");
+      return Set(outs[0], st.dim, st.blocks, st.rule);
+    }
+    if (in.size() > 1 && !OneOf(t, {"cat.default", "stack.default", "scaled_dot_product_attention.default",
+                                     "rms_norm.default"})) {
+      Refuse(EditCheck::kTpUnsupportedOperator, n, in[1].first, in[1].second, "reads two tp-sharded tensors");
+    }
+    const int64_t rank = Rank(value);
+    const std::string out = outs.empty() ? std::string() : outs[0];
+    if (OneOf(t, {"view.default", "reshape.default", "_unsafe_view.default", "unflatten.int", "flatten.using_ints"})) {
+      return Reshape(n, value, s);
+    }
+    if (OneOf(t, {"view_as_complex.default"})) {
+      if (s.dim == rank - 1) Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "pairs the elements of the tp-sharded dim into complex numbers");
+      return Set(out, s.dim, s.blocks, s.rule);
+    }
+    if (OneOf(t, {"view_as_real.default"})) return Set(out, s.dim, s.blocks, s.rule);
+    if (OneOf(t, {"expand.default"})) {
+      const int64_t d = s.dim + Rank(out) - rank;
+      const std::vector<int64_t> size = IntsArg(n, "size");
+      if (Tp() && d < static_cast<int64_t>(size.size())) {
+        const int64_t v = size[static_cast<size_t>(d)];
+        if (v == std::numeric_limits<int64_t>::min()) Refuse(EditCheck::kTpUnsupportedOperator, n, value, s, "gives the sharded dim's size symbolically");
+        if (v > 0) EditInt(n, "size", d, v / tp_, s.rule);
+      }
+      return Set(out, d, s.blocks, s.rule);
+    }
+    if (OneOf(t, {"permute.default"})) {
+      const std::vector<int64_t> dims = IntsArg(n, "dims");
+      for (size_t i = 0; i < dims.size(); ++i) {
+        if (Norm(dims[i], rank) == s.dim) return Set(out, static_cast<int64_t>(i), s.blocks, s.rule);
+      }
+      Refuse(EditCheck::kTpUnsupportedOperator, n, value, s, "permutes without the sharded dim");
+    }
+    if (OneOf(t, {"transpose.int", "swapaxes.default"})) {
+      const bool swap = t == "torch.ops.aten.swapaxes.default";
+      const int64_t a = Norm(IntArg(n, swap ? "axis0" : "dim0").value_or(0), rank);
+      const int64_t b = Norm(IntArg(n, swap ? "axis1" : "dim1").value_or(0), rank);
+      return Set(out, s.dim == a ? b : s.dim == b ? a : s.dim, s.blocks, s.rule);
+    }
+    if (OneOf(t, {"t.default"})) return Set(out, rank == 2 ? 1 - s.dim : s.dim, s.blocks, s.rule);
+    if (OneOf(t, {"unsqueeze.default"})) {
+      const int64_t d = Norm(IntArg(n, "dim").value_or(0), rank + 1);
+      return Set(out, d <= s.dim ? s.dim + 1 : s.dim, s.blocks, s.rule);
+    }
+    if (OneOf(t, {"squeeze.dim", "squeeze.dims", "squeeze.default"})) {
+      int64_t removed = 0;
+      for (int64_t d = 0; d < s.dim; ++d) removed += StaticOne(value, d) && !StaticOne(out, d - removed) ? 1 : 0;
+      return Set(out, s.dim - removed, s.blocks, s.rule);
+    }
+    if (OneOf(t, {"repeat_interleave.self_int"})) {
+      const std::optional<int64_t> dim = IntArg(n, "dim");
+      if (!dim || Norm(*dim, rank) == s.dim) Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it repeats elements along the sharded dim");
+      return Set(out, s.dim, s.blocks, s.rule);
+    }
+    if (OneOf(t, {"select.int"})) {
+      const int64_t d = Norm(IntArg(n, "dim").value_or(0), rank);
+      if (d == s.dim) Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "selects one index of the sharded dim");
+      return Set(out, d < s.dim ? s.dim - 1 : s.dim, s.blocks, s.rule);
+    }
+    if (OneOf(t, {"unbind.int"})) {
+      const int64_t d = Norm(IntArg(n, "dim").value_or(0), rank);
+      if (d == s.dim) Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "unbinds the sharded dim");
+      for (const std::string& o : outs) Set(o, d < s.dim ? s.dim - 1 : s.dim, s.blocks, s.rule);
+      return;
+    }
+    if (OneOf(t, {"slice.Tensor"})) return Slice(n, value, s);
+    if (OneOf(t, {"split_with_sizes.default", "split.Tensor", "chunk.default"})) return Split(n, value, s);
+    if (OneOf(t, {"cat.default", "stack.default"})) return Concat(n);
+    if (OneOf(t, {"scaled_dot_product_attention.default"})) return Tp() ? Attention(n) : SplitAttention(n);
+    if (OneOf(t, {"rms_norm.default", "layer_norm.default", "native_layer_norm.default"})) return Norm(n, value, s);
+    if (OneOf(t, {"mean.dim", "sum.dim_IntList", "amax.default", "amin.default", "any.dim", "any.dims", "max.dim",
+                  "min.dim", "var.correction", "std.correction", "argmax.default", "logsumexp.default"})) {
+      return Reduce(n, value, s);
+    }
+    if (OneOf(t, {"softmax.int", "_softmax.default", "log_softmax.int", "_log_softmax.default", "cumsum.default"})) {
+      if (Norm(IntArg(n, "dim").value_or(0), rank) == s.dim) Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "mixes the elements of the sharded dim");
+      return Set(out, s.dim, s.blocks, s.rule);
+    }
+    if (OneOf(t, {"sym_size.int"})) {
+      // A split's sizes are read locally on purpose (local_sizes.h); a tp-sharded one is not.
+      if (Tp() && Norm(IntArg(n, "dim").value_or(0), rank) == s.dim) {
+        Refuse(EditCheck::kTpUnsupportedOperator, n, value, s, "reads the size of the sharded dim (on a shard it is the local size)");
+      }
+      return;
+    }
+    Refuse(EditCheck::kTpUnsupportedOperator, n, value, s, "weft does not follow a sharding through this operator");
+  }
+
+  void Linear(const Node& n) {
+    const std::string input = TensorArg(n, "input"), weight = TensorArg(n, "weight"), bias = TensorArg(n, "bias");
+    const std::string out = Outputs(n).empty() ? std::string() : Outputs(n)[0];
+    const Sharding* w = Find(weight);
+    const Sharding* x = Find(input);
+    const Sharding* b = bias.empty() ? nullptr : Find(bias);
+    const int64_t in_rank = Rank(input);
+    if (w != nullptr && w->dim == 0) {  // colwise: output features split
+      if (x != nullptr) {
+        Refuse(EditCheck::kTpColwiseEscapes, n, input, *x, "a colwise Linear reads an input that is tp-sharded already (make the layer before it "
+                             "rowwise, or this one whole)");
+      }
+      if (!bias.empty() && (b == nullptr || b->dim != 0 || b->blocks != w->blocks)) {
+        Refuse(EditCheck::kTpColwiseEscapes, n, weight, *w, "a colwise Linear's bias `" + bias + "` must be sharded as its weight's rows");
+      }
+      return Set(out, Rank(out) - 1, w->blocks, w->rule);
+    }
+    if (w != nullptr && w->dim == 1) {  // rowwise: partial sums, reduced over the tp group
+      if (x == nullptr) {
+        Refuse(EditCheck::kTpRowwiseInputNotSharded, n, weight, *w, "a rowwise Linear reads `" + input +
+                                  "`, which is whole (no colwise layer before it shards its features)");
+      }
+      if (x->dim != in_rank - 1 || x->blocks != w->blocks) {
+        Refuse(EditCheck::kTpRowwiseInputNotSharded, n, input, *x, "a rowwise Linear's weight is sharded in blocks " + List(w->blocks) +
+                                 " along its input features, but its input is not sharded so along its last dim");
+      }
+      if (b != nullptr) Refuse(EditCheck::kTpRowwiseInputNotSharded, n, bias, *b, "a rowwise Linear's bias must be whole (it is added once, after the sum)");
+      plan::ProgramEdit e;
+      e.kind = Kind::kAllReduce;
+      e.node = n.name;
+      e.value = out;
+      e.bias = bias;
+      Edit(std::move(e), w->rule);
+      return;
+    }
+    if (w != nullptr) Refuse(EditCheck::kTpUnsupportedOperator, n, weight, *w, "a Linear's weight is sharded along neither its rows nor its columns");
+    if (b != nullptr) Refuse(EditCheck::kTpColwiseEscapes, n, bias, *b, "a Linear with a whole weight has a tp-sharded bias");
+    if (x != nullptr && x->dim == in_rank - 1 && !Tp()) {
+      Refuse(EditCheck::kTpReducesShardedDim, n, input, *x,
+             "a Linear contracts the split dim (each rank would sum only its part of the features)");
+    }
+    if (x != nullptr && x->dim == in_rank - 1) {
+      Refuse(EditCheck::kTpColwiseEscapes, n, input, *x, "a Linear whose weight is whole reads tp-sharded features (a colwise output must reach a "
+                           "rowwise layer, attention, a head reshape or elementwise ops)");
+    }
+    if (x != nullptr) Set(out, x->dim, x->blocks, x->rule);
+  }
+
+  void Pointwise(const Node& n) {
+    const std::vector<std::string> outs = Outputs(n);
+    if (outs.empty()) return;
+    const int64_t rank = Rank(outs[0]);
+    // The operands that carry data into the output (type_as reads only the other's dtype).
+    std::vector<std::string> operands;
+    for (const NamedArgument& a : n.inputs) {
+      if (n.target == "torch.ops.aten.type_as.default" && a.name == "other") continue;
+      for (const std::string& v : a.arg.TensorNames()) operands.push_back(v);
+    }
+    std::optional<Sharding> result;
+    std::string first;
+    for (const std::string& v : operands) {
+      const Sharding* s = Find(v);
+      if (s == nullptr) continue;
+      Sharding aligned = *s;
+      aligned.dim = s->dim + rank - Rank(v);
+      if (!result) {
+        result = aligned;
+        first = v;
+      } else if (!result->SameLayout(aligned)) {
+        Refuse(EditCheck::kTpColwiseEscapes, n, v, *s, "it combines `" + first + "` and `" + v + "`, which are tp-sharded differently");
+      }
+    }
+    if (!result) return;  // only the dtype source is sharded
+    for (const std::string& v : operands) {
+      if (Find(v) != nullptr) continue;
+      const int64_t d = result->dim - (rank - Rank(v));
+      if (d >= 0 && !StaticOne(v, d)) {
+        Refuse(EditCheck::kTpColwiseEscapes, n, first, *Find(first),
+               "it combines the sharded tensor with `" + v + "`, which is whole along the sharded dim");
+      }
+    }
+    for (const std::string& o : outs) Set(o, result->dim, result->blocks, result->rule);
+  }
+
+  // view / reshape / unflatten / flatten: where the sharded dim lands, from the sizes before and
+  // after (row-major: an input dim maps to the output dims whose prefix products bracket it).
+  void Reshape(const Node& n, const std::string& value, const Sharding& s) {
+    const std::string out = Outputs(n).empty() ? std::string() : Outputs(n)[0];
+    const std::vector<int64_t> a = Sizes(value), b = Sizes(out);
+    if (static_cast<int64_t>(a.size()) <= s.dim || b.empty()) Refuse(EditCheck::kTpUnsupportedOperator, n, value, s, "the program records no sizes for it");
+    int64_t before = 1;
+    for (int64_t d = 0; d < s.dim; ++d) before *= a[static_cast<size_t>(d)];
+    const int64_t through = before * a[static_cast<size_t>(s.dim)];
+    int64_t prefix = 1;
+    size_t j = 0;
+    while (j < b.size() && prefix * b[j] <= before) prefix *= b[j++];
+    if (j == b.size() || prefix != before) Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it merges the sharded dim with the dim before it");
+    const int64_t reach = prefix * b[j];
+    std::vector<int64_t> blocks = s.blocks;
+    if (reach < through) {  // split: the sharded dim becomes b[j] outer parts (the heads)
+      const int64_t inner = through / reach;
+      for (int64_t& block : blocks) {
+        if (block % (Tp() ? inner * tp_ : inner) != 0) {
+          Refuse(EditCheck::kTpReducesShardedDim, n, value, s,
+                 "it splits the sharded dim into " + std::to_string(b[j]) + " x " + std::to_string(inner) +
+                     ", and a block of " + std::to_string(block) + " does not hold a multiple of tp=" +
+                     std::to_string(tp_) + " such parts");
+        }
+        block /= inner;
+      }
+    } else if (reach > through) {  // merge with the dims after it
+      if (reach % through != 0) Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "the sizes do not line up with the sharded dim");
+      for (int64_t& block : blocks) block *= reach / through;
+    }
+    // The size argument that fills output dim j holds the full size: make it the local one.
+    const bool unflatten = n.target == "torch.ops.aten.unflatten.int";
+    const char* name = unflatten ? "sizes" : n.target == "torch.ops.aten.reshape.default" ? "shape" : "size";
+    if (Tp() && n.target != "torch.ops.aten.flatten.using_ints") {
+      const int64_t offset = unflatten ? Norm(IntArg(n, "dim").value_or(0), static_cast<int64_t>(a.size())) : 0;
+      const std::vector<int64_t> sizes = IntsArg(n, name);
+      const int64_t element = static_cast<int64_t>(j) - offset;
+      if (element >= 0 && element < static_cast<int64_t>(sizes.size())) {
+        const int64_t v = sizes[static_cast<size_t>(element)];
+        if (v == std::numeric_limits<int64_t>::min()) {
+          Refuse(EditCheck::kTpUnsupportedOperator, n, value, s, "it gives the size of the sharded dim symbolically; weft makes constants local");
+        }
+        if (v > 0) EditInt(n, name, element, v / tp_, s.rule);
+      }
+    }
+    Set(out, static_cast<int64_t>(j), blocks, s.rule);
+  }
+
+  void Slice(const Node& n, const std::string& value, const Sharding& s) {
+    const std::string out = Outputs(n)[0];
+    const int64_t rank = Rank(value);
+    if (Norm(IntArg(n, "dim").value_or(0), rank) != s.dim) return Set(out, s.dim, s.blocks, s.rule);
+    const int64_t full = std::accumulate(s.blocks.begin(), s.blocks.end(), int64_t{0});
+    const Argument* start_arg = Arg(n, "start");
+    const Argument* end_arg = Arg(n, "end");
+    const bool start_none = start_arg == nullptr || start_arg->kind == AK::kNone;
+    const bool end_none = end_arg == nullptr || end_arg->kind == AK::kNone;
+    // Split sequences have symbolic bounds, which local_sizes.h makes local: check them at their hints.
+    const std::optional<int64_t> start = start_none ? std::optional<int64_t>(0) : Tp() ? IntArg(n, "start") : HintArg(n, "start");
+    const std::optional<int64_t> end = end_none ? std::optional<int64_t>(full) : Tp() ? IntArg(n, "end") : HintArg(n, "end");
+    if (IntArg(n, "step").value_or(1) != 1 || !start || !end) {
+      Refuse(EditCheck::kTpUnsupportedOperator, n, value, s, "it slices the sharded dim with a step or symbolic bounds");
+    }
+    auto clip = [&](int64_t v) { return std::clamp(v < 0 ? v + full : v, int64_t{0}, full); };
+    const int64_t lo = clip(*start), hi = clip(*end);
+    const std::optional<std::vector<int64_t>> blocks = BlocksBetween(s.blocks, lo, hi);
+    if (!blocks || blocks->empty()) {
+      Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it slices [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                              ") of the sharded dim, which does not begin and end at the blocks' bounds");
+    }
+    if (lo != 0) EditInt(n, "start", -1, lo / tp_, s.rule);
+    if (hi != full) EditInt(n, "end", -1, hi / tp_, s.rule);
+    Set(out, s.dim, *blocks, s.rule);
+  }
+
+  void Split(const Node& n, const std::string& value, const Sharding& s) {
+    const std::vector<std::string> outs = Outputs(n);
+    const int64_t rank = Rank(value);
+    const int64_t d = Norm(IntArg(n, "dim").value_or(0), rank);
+    if (d != s.dim) {
+      for (const std::string& o : outs) Set(o, s.dim, s.blocks, s.rule);
+      return;
+    }
+    int64_t at = 0;
+    std::vector<int64_t> lengths;
+    for (const std::string& o : outs) {
+      const std::vector<int64_t> sizes = Sizes(o);
+      const int64_t length = s.dim < static_cast<int64_t>(sizes.size()) ? sizes[static_cast<size_t>(s.dim)] : 0;
+      const std::optional<std::vector<int64_t>> blocks = BlocksBetween(s.blocks, at, at + length);
+      if (!blocks || blocks->empty()) {
+        Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it splits the sharded dim at " + std::to_string(at + length) + ", inside a block");
+      }
+      Set(o, s.dim, *blocks, s.rule);
+      lengths.push_back(length);
+      at += length;
+    }
+    if (n.target == "torch.ops.aten.split_with_sizes.default") {
+      const std::vector<int64_t> sizes = IntsArg(n, "split_sizes");
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        if (!Tp()) break;
+        if (sizes[i] == std::numeric_limits<int64_t>::min()) Refuse(EditCheck::kTpUnsupportedOperator, n, value, s, "it splits by symbolic sizes");
+        EditInt(n, "split_sizes", static_cast<int64_t>(i), sizes[i] / tp_, s.rule);
+      }
+    } else if (n.target == "torch.ops.aten.split.Tensor") {
+      const std::optional<int64_t> size = IntArg(n, "split_size");
+      if (!size && Tp()) Refuse(EditCheck::kTpUnsupportedOperator, n, value, s, "it splits by a symbolic size");
+      if (size) EditInt(n, "split_size", -1, *size / tp_, s.rule);
+    } else if (std::adjacent_find(lengths.begin(), lengths.end(), std::not_equal_to<>()) != lengths.end()) {
+      Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it chunks the sharded dim into unequal parts");
+    }
+  }
+
+  void Concat(const Node& n) {
+    const std::string out = Outputs(n)[0];
+    const Argument* tensors = Arg(n, "tensors");
+    if (tensors == nullptr) return;
+    const bool stack = n.target == "torch.ops.aten.stack.default";
+    const int64_t rank = Rank(out);
+    const int64_t d = Norm(IntArg(n, "dim").value_or(0), rank);
+    std::optional<Sharding> result;
+    std::string first;
+    std::string sharded;
+    for (const std::string& v : tensors->names) {
+      if (sharded.empty() && Find(v) != nullptr) sharded = v;
+    }
+    for (const std::string& v : tensors->names) {
+      const Sharding* s = Find(v);
+      if (s == nullptr) Refuse(EditCheck::kTpColwiseEscapes, n, sharded, *Find(sharded), "it joins the sharded tensor with `" + v + "`, which is whole");
+      if (!result) {
+        result = *s;
+        first = v;
+        continue;
+      }
+      if (!stack && d == s->dim && result->dim == d) {  // packed along the sharded dim
+        result->blocks.insert(result->blocks.end(), s->blocks.begin(), s->blocks.end());
+      } else if (!result->SameLayout(*s)) {
+        Refuse(EditCheck::kTpColwiseEscapes, n, v, *s, "it joins `" + first + "` and `" + v + "`, which are tp-sharded differently");
+      }
+    }
+    Set(out, stack && d <= result->dim ? result->dim + 1 : result->dim, result->blocks, result->rule);
+  }
+
+  void Attention(const Node& n) {
+    const std::string q = TensorArg(n, "query"), k = TensorArg(n, "key"), v = TensorArg(n, "value");
+    const std::string mask = TensorArg(n, "attn_mask");
+    const Sharding* sq = Find(q);
+    const Sharding* sk = Find(k);
+    const Sharding* sv = Find(v);
+    const Sharding* any = sq ? sq : sk ? sk : sv;
+    const std::string any_name = sq ? q : sk ? k : v;
+    if (any == nullptr) Refuse(EditCheck::kTpAttentionHeadsMismatch, n, mask, *Find(mask), "its mask is tp-sharded");
+    for (const auto& [role, name, s] : {std::tuple{"query", q, sq}, std::tuple{"key", k, sk}, std::tuple{"value", v, sv}}) {
+      if (s == nullptr) {
+        Refuse(EditCheck::kTpAttentionHeadsMismatch, n, any_name, *any, std::string("its ") + role + " `" + name +
+                                      "` is whole while another of Q/K/V is sharded (shard its projection colwise too)");
+      }
+      if (s->dim != 1 || !s->SameLayout(*any)) {
+        Refuse(EditCheck::kTpAttentionHeadsMismatch, n, name, *s, "attention runs heads apart only: Q, K and V must be sharded alike along the heads (dim 1)");
+      }
+    }
+    if (!mask.empty()) {
+      if (const Sharding* sm = Find(mask)) Refuse(EditCheck::kTpAttentionHeadsMismatch, n, mask, *sm, "its mask is tp-sharded");
+      const int64_t d = 1 - (4 - Rank(mask));
+      if (d >= 0 && !StaticOne(mask, d)) Refuse(EditCheck::kTpAttentionHeadsMismatch, n, q, *sq, "its mask `" + mask + "` varies along the heads");
+    }
+    Set(Outputs(n)[0], 1, any->blocks, any->rule);
+  }
+
+  // Context parallelism: queries keep their split (B, H, S, D: dim 2); split keys and values need
+  // the plan's context-parallel attention, which the kernels give every query all of.
+  void SplitAttention(const Node& n) {
+    const std::string q = TensorArg(n, "query"), k = TensorArg(n, "key"), v = TensorArg(n, "value");
+    const Sharding* sq = Find(q);
+    const Sharding* sk = Find(k);
+    const Sharding* sv = Find(v);
+    for (const auto& [name, s] : {std::pair{q, sq}, std::pair{k, sk}, std::pair{v, sv}}) {
+      if (s != nullptr && s->dim != 2) {
+        Refuse(EditCheck::kTpReducesShardedDim, n, name, *s, "attention mixes along the split dim (not its sequence)");
+      }
+    }
+    if ((sk != nullptr || sv != nullptr) && attention_.count(n.name) == 0) {
+      const std::string& name = sk != nullptr ? k : v;
+      Refuse(EditCheck::kTpAttentionHeadsMismatch, n, name, sk != nullptr ? *sk : *sv,
+             "the plan leaves this attention local, so each query would see only this rank's keys; make it "
+             "context_parallel");
+    }
+    // Whole keys and values: a local attention of this rank's queries is exact (cross-attention on
+    // whole text).
+    if (sq != nullptr) Set(Outputs(n)[0], 2, sq->blocks, sq->rule);
+  }
+
+  void Norm(const Node& n, const std::string& value, const Sharding& s) {
+    const std::string input = TensorArg(n, "input");
+    const Sharding* x = Find(input);
+    const std::string weight = TensorArg(n, "weight");
+    const Sharding* w = Find(weight);
+    const std::vector<int64_t> shape = IntsArg(n, "normalized_shape");
+    const int64_t rank = Rank(input);
+    const int64_t first = rank - static_cast<int64_t>(shape.size());
+    const bool rms = n.target == "torch.ops.aten.rms_norm.default";
+    if (x == nullptr) Refuse(EditCheck::kTpColwiseEscapes, n, value, s, "a norm's weight is tp-sharded but its input is whole");
+    if (x->dim < first) {
+      if (w != nullptr) Refuse(EditCheck::kTpColwiseEscapes, n, weight, *w, "a norm over whole features has a tp-sharded weight");
+      if (!TensorArg(n, "bias").empty() && Find(TensorArg(n, "bias")) != nullptr) {
+        Refuse(EditCheck::kTpColwiseEscapes, n, TensorArg(n, "bias"), *Find(TensorArg(n, "bias")), "a norm over whole features has a tp-sharded bias");
+      }
+      for (const std::string& o : Outputs(n)) {
+        if (Rank(o) == rank) Set(o, x->dim, x->blocks, x->rule);
+      }
+      return;
+    }
+    if (!rms || !Tp()) Refuse(EditCheck::kTpReducesShardedDim, n, input, *x, "it normalizes over the sharded dim (only RMS norms take their statistics over the tp group)");
+    if (!weight.empty() && (w == nullptr || w->dim != x->dim - first || w->blocks != x->blocks)) {
+      Refuse(EditCheck::kTpReducesShardedDim, n, input, *x, "an RMS norm over the sharded width needs its weight `" + weight +
+                               "` sharded alike (shard the norm colwise with the layer before it)");
+    }
+    int64_t width = 1;
+    for (int64_t v : shape) width *= v;
+    plan::ProgramEdit e;
+    e.kind = Kind::kNormStats;
+    e.node = n.name;
+    e.value = Outputs(n)[0];
+    e.new_value = width;
+    Edit(std::move(e), w != nullptr ? w->rule : x->rule);
+    Set(Outputs(n)[0], x->dim, x->blocks, x->rule);
+  }
+
+  void Reduce(const Node& n, const std::string& value, const Sharding& s) {
+    const int64_t rank = Rank(value);
+    std::vector<int64_t> dims = IntsArg(n, "dim");
+    const Argument* dim = Arg(n, "dim");
+    if (dim == nullptr || dim->kind == AK::kNone || dims.empty()) {
+      Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it reduces over every dim, the sharded one too");
+    }
+    int64_t removed = 0;
+    const bool keep = [&] {
+      const Argument* k = Arg(n, "keepdim");
+      return k != nullptr && k->kind == AK::kBool && k->b;
+    }();
+    for (int64_t d : dims) {
+      d = Norm(d, rank);
+      if (d == s.dim) Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it reduces over the sharded dim");
+      if (d < s.dim) ++removed;
+    }
+    for (const std::string& o : Outputs(n)) Set(o, keep ? s.dim : s.dim - removed, s.blocks, s.rule);
+  }
+
+  struct Scoped {
+    std::string value, scope;
+    Sharding sharding;
+  };
+
+  const Axis axis_;
+  const plan::ExecutionPlan& plan_;
+  const Program& p_;
+  plan::ProgramEdits& edits_;
+  const int64_t tp_;
+  const std::string where_;
+  std::vector<Rule> rules_;
+  std::unordered_map<std::string, Sharding> sharded_;
+  const Node* current_ = nullptr;  // the node being visited
+  // Context parallelism (CollectSplits).
+  std::vector<Scoped> scoped_;                        // splits of a module argument
+  std::map<std::string, Sharding> after_;             // splits right after a value's producer
+  std::map<std::string, size_t> gathers_;             // value -> its gather's rule
+  std::set<std::string> attention_;                   // nodes run context-parallel
+  std::map<std::string, std::vector<std::pair<int64_t, size_t>>> factory_dims_;  // node -> (dim, rule) made local
+};
+
+}  // namespace
+
+void AddTensorParallelEdits(const plan::ExecutionPlan& plan, const Program& program, plan::ProgramEdits& edits) {
+  ShardFlow(ShardFlow::Axis::kTp, plan, program, edits).Run();
+}
+
+void CheckSplitDataflow(const plan::ExecutionPlan& plan, const Program& program, const plan::ProgramEdits& edits) {
+  plan::ProgramEdits copy = edits;  // the check edits nothing
+  ShardFlow(ShardFlow::Axis::kCp, plan, program, copy).Run();
+}
+
+}  // namespace weft::program

@@ -1,0 +1,48 @@
+#pragma once
+
+// Shardings followed through a program's dataflow: the proof, before anything runs, that a plan
+// computes what one device does -- and, for tensor parallelism, the edits that make it run.
+//
+// A sharding is a dim of a tensor that each rank holds a part of, laid out as blocks (a packed
+// layer's [Q | K | V], a joint sequence's [text | image]): each rank holds its part of every
+// block, blocks in order. It starts where the plan shards -- a tp-sharded parameter, a
+// context-parallel split -- and is followed node by node: a head reshape moves it onto the
+// heads, attention and elementwise ops keep it, a `cat` along it packs blocks, a slice or split
+// at block bounds takes some of them. What may end it depends on the axis:
+//
+// Tensor parallelism (AddTensorParallelEdits) -- a colwise Linear shards its output's last dim,
+// a rowwise Linear consumes it, and the edits decided on the way are
+//   kAllReduce  after each rowwise Linear: its partial sums summed over the tp group, the bias
+//               (taken off the Linear) added once, after the sum
+//   kArgument   each constant size argument that fills a sharded dim becomes the local size: the
+//               head count of a reshape / view / unflatten / expand, found by which output dim it
+//               fills (from the tensor metadata, never by its value: adaLN's chunk(6) is not 6
+//               heads), the sizes of a split and the bounds of a slice along a packed dim
+//   kNormStats  each rms_norm whose normalized width is sharded (Wan's norm_q over all heads)
+//               takes its mean of squares over the tp group
+//
+// Context parallelism (CheckSplitDataflow) -- a split shards a sequence dim, a gather ends it;
+// the sizes are made local by compiler/program/local_sizes.h, so this only checks.
+//
+// Anything else a sharding meets is refused (PlanEditError naming the node, its module and the
+// rule the sharding comes from): a reduction, softmax or norm over the sharded dim, a reshape
+// that merges it with the dim before it, a slice or split inside a block, a sharded tensor mixed
+// with a whole one along it, attention over split keys that the plan leaves local, Q/K/V sharded
+// unalike over heads, a colwise output reaching a Linear whose weight is whole, a rowwise Linear
+// whose input is not sharded as its weight is, an operator the rewrite does not know, a sharded
+// value reaching the program's output, a gather of a value no split reaches.
+
+#include "compiler/plan/execution_plan.h"
+#include "compiler/program/program.h"
+
+namespace weft::program {
+
+// Appends to `edits` the tensor-parallel edits of `plan` (a no-op without a tp axis or TP steps).
+// Throws PlanEditError as described above.
+void AddTensorParallelEdits(const plan::ExecutionPlan& plan, const Program& program, plan::ProgramEdits& edits);
+
+// Follows the context-parallel splits of `edits` (the plan's, with every local-size edit made)
+// to their gathers. Throws PlanEditError as described above.
+void CheckSplitDataflow(const plan::ExecutionPlan& plan, const Program& program, const plan::ProgramEdits& edits);
+
+}  // namespace weft::program

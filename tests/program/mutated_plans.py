@@ -1,0 +1,150 @@
+"""Every plan in plans/ with one rule dropped, checked against its class's program.
+
+For each plan that has a fixture program, each rule (a split or gather item, an attention
+rule, a tensor-parallel rule; a split block with all its items) is dropped in turn, and
+`weft check --program` runs the copy on ulysses=2 (context-parallel rules) or tp=2
+(tensor-parallel rules). The diagnostic kinds each copy gets are compared with
+tests/program/mutated_plans.expected, one line per mutation:
+
+    flux.weft:6 split "" hidden_states -> SplitMixedWithWhole
+
+`clean` marks a rule whose absence changes nothing the checks can see (a rule that states
+the default). The unmutated plans must be clean.
+
+    python tests/program/mutated_plans.py WEFT SOURCE_DIR [--update]
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+PROGRAMS = {
+    "flux.weft": ("flux-tiny", "64x96"),
+    "flux2.weft": ("flux2-tiny", "128x96"),
+    "qwenimage.weft": ("qwen-image-tiny", "128x96"),
+    "wan.weft": ("wan-tiny-i2v", "64x48x5"),
+    "ltx.weft": ("ltx-video-tiny", "128x96x17"),
+    "ltx2.weft": ("ltx-2-tiny", "128x96x17"),
+    "chronoedit.weft": ("chronoedit-tiny", "64x48x5"),
+    "helios.weft": ("helios-tiny", "128x128-chunk3"),
+    "minimax_h3.weft": ("minimax-h3-tiny", "96x64-lat3"),
+    "hunyuanvideo.weft": ("hunyuanvideo-tiny", "64x48x9"),
+}
+
+SECTION = re.compile(r"^(context_parallel|tensor_parallel)\s*\{")
+BLOCK = re.compile(r'^\s*(split|gather)\s+("[^"]*")\s*\{')
+RULE = re.compile(r'^\s*(split|gather|attention|colwise|rowwise|replicate)\s+("[^"]*")(.*)$')
+ITEM = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*|output\s+\d+)\s+.*$")
+
+
+def mutations(lines):
+    """(first line, last line, label, section) of every rule, 0-based inclusive."""
+    out = []
+    section = None
+    block = None  # (start, label)
+    for i, line in enumerate(lines):
+        text = line.split("#", 1)[0].rstrip()
+        if not text.strip():
+            continue
+        m = SECTION.match(text)
+        if m:
+            section = m.group(1)
+            continue
+        if block is not None:
+            if text.strip() == "}":
+                out.append((block[0], i, block[1], section))
+                block = None
+                continue
+            item = ITEM.match(text)
+            if item:
+                out.append((i, i, f"{block[2]} {block[3]} {item.group(1)}", section))
+            continue
+        if text.strip() == "}":
+            section = None
+            continue
+        m = BLOCK.match(text)
+        if m:
+            block = (i, f"{m.group(1)} {m.group(2)} {{...}}", m.group(1), m.group(2))
+            continue
+        m = RULE.match(text)
+        if m and section:
+            rest = m.group(3).split()
+            keep = rest[:2] if rest[:1] == ["output"] else rest[:1]  # the argument or `output N`
+            out.append((i, i, " ".join([m.group(1), m.group(2)] + (keep if m.group(1) != "attention" else [])),
+                        section))
+    return out
+
+
+def kinds(weft, plan, program, workload, mesh):
+    proc = subprocess.run([weft, "check", plan, "--program", program, "--mesh", mesh, "--workload", workload,
+                           "--format", "json"], capture_output=True, text=True)
+    found = []
+    for line in proc.stdout.splitlines() + proc.stderr.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        for d in doc.get("diagnostics", []):
+            if d.get("level") == "error" and d["kind"] not in found:
+                found.append(d["kind"])
+    if not found:
+        try:
+            doc = json.loads(proc.stdout)
+            for d in doc.get("diagnostics", []):
+                if d.get("level") == "error" and d["kind"] not in found:
+                    found.append(d["kind"])
+        except json.JSONDecodeError:
+            pass
+    if proc.returncode not in (0, 1) or (proc.returncode == 1) != bool(found):
+        raise SystemExit(f"weft check {plan} --mesh {mesh}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return found
+
+
+def main():
+    weft, source = sys.argv[1], sys.argv[2]
+    update = "--update" in sys.argv[3:]
+    expected_file = os.path.join(source, "tests/program/mutated_plans.expected")
+    result = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (program_dir, workload) in PROGRAMS.items():
+            path = os.path.join(source, "plans", name)
+            program = os.path.join(source, "tests/fixtures/programs", program_dir, "program.pt2")
+            with open(path) as f:
+                lines = f.read().split("\n")
+            for mesh in ("ulysses=2", "tp=2"):
+                base = kinds(weft, path, program, workload, mesh)
+                if base:
+                    raise SystemExit(f"{name} itself is not clean on {program_dir} at {mesh}: {base}")
+            for first, last, label, section in mutations(lines):
+                mutated = lines[:first] + lines[last + 1:]
+                copy = os.path.join(tmp, name)
+                with open(copy, "w") as f:
+                    f.write("\n".join(mutated))
+                mesh = "tp=2" if section == "tensor_parallel" else "ulysses=2"
+                found = kinds(weft, copy, program, workload, mesh)
+                result.append(f"{name}:{first + 1} {label} on {mesh} -> {' '.join(found) if found else 'clean'}")
+    text = "\n".join(result) + "\n"
+    if update:
+        with open(expected_file, "w") as f:
+            f.write(text)
+        print(f"wrote {expected_file}: {len(result)} mutations")
+        return
+    with open(expected_file) as f:
+        want = f.read()
+    if want != text:
+        import difflib
+        sys.stdout.writelines(difflib.unified_diff(want.splitlines(True), text.splitlines(True), "expected", "now"))
+        raise SystemExit("mutated plans differ from tests/program/mutated_plans.expected (--update rewrites it)")
+    failing = sum(1 for r in result if not r.endswith("clean"))
+    print(f"{len(result)} mutations of {len(PROGRAMS)} plans: {failing} refused as expected, "
+          f"{len(result) - failing} state the default")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,226 @@
+// compiler/program/shard_flow.h on hand-made programs: the refusals no fixture program and plan
+// reach past the graph-level checks (a sharding reaching an operator weft does not follow, the
+// program's output, attention left local over split keys), each with its check and message.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "compiler/program/plan_edit_error.h"
+#include "compiler/program/shard_flow.h"
+
+namespace weft::program {
+namespace {
+
+using AK = Argument::Kind;
+
+Argument Tensor(const std::string& name) {
+  Argument a;
+  a.kind = AK::kTensor;
+  a.name = name;
+  return a;
+}
+
+NamedArgument In(const std::string& name, Argument a) {
+  NamedArgument n;
+  n.name = name;
+  n.arg = std::move(a);
+  return n;
+}
+
+Argument Int(int64_t v) {
+  Argument a;
+  a.kind = AK::kInt;
+  a.i = v;
+  return a;
+}
+
+// A program with graph inputs `x` (user) and `w` (parameter `layer.weight`), and the nodes given.
+class Builder {
+ public:
+  Builder() {
+    Input("x", {2, 8}, InputSpec::Kind::kUserInput, "");
+    Input("w", {8, 8}, InputSpec::Kind::kParameter, "layer.weight");
+  }
+  void Input(const std::string& name, std::vector<int64_t> sizes, InputSpec::Kind kind, const std::string& target) {
+    p.inputs.push_back(Tensor(name));
+    InputSpec spec;
+    spec.kind = kind;
+    spec.arg = Tensor(name);
+    spec.target = target;
+    p.input_specs.push_back(spec);
+    Meta(name, std::move(sizes));
+  }
+  void Meta(const std::string& name, std::vector<int64_t> sizes) {
+    TensorMeta m;
+    m.dtype = ScalarType::kFloat;
+    for (int64_t s : sizes) m.sizes.push_back(SymInt{false, s, ""});
+    p.tensor_values[name] = m;
+  }
+  void Add(const std::string& out, const std::string& target, std::vector<NamedArgument> inputs,
+           std::vector<int64_t> sizes) {
+    Node n;
+    n.name = out;
+    n.target = "torch.ops.aten." + target;
+    n.inputs = std::move(inputs);
+    n.outputs = {Tensor(out)};
+    p.nodes.push_back(std::move(n));
+    Meta(out, std::move(sizes));
+  }
+  void Output(const std::string& name) {
+    p.outputs.push_back(Tensor(name));
+    OutputSpec o;
+    o.arg = Tensor(name);
+    p.output_specs.push_back(o);
+  }
+  Program p;
+};
+
+plan::ExecutionPlan Mesh(std::string_view axis) {
+  plan::ExecutionPlan plan;
+  plan.mesh.axes = {{std::string(axis), 2}};
+  plan.mesh.world_size = 2;
+  return plan;
+}
+
+// tp=2 with `layer` colwise (its weight's rows sharded), the rule at plan.weft:3:3.
+plan::ExecutionPlan Colwise(const std::string& module = "layer") {
+  plan::ExecutionPlan plan = Mesh(plan::kTpAxis);
+  plan::ModuleStep step;
+  step.module = module;
+  plan::TensorParallel tp;
+  tp.style = plan::ShardStyle::kColwise;
+  tp.origin = plan::Origin{"plan.weft", 3, 3, false};
+  plan::ParamShard w;
+  w.name = "weight";
+  w.dim = 0;
+  w.blocks = {8};
+  w.full_shape = {8, 8};
+  w.local_shape = {4, 8};
+  tp.params = {w};
+  step.tp = tp;
+  plan.steps.push_back(step);
+  return plan;
+}
+
+// A split of the root's input `x` along `dim` (plan.weft:5:5).
+plan::ProgramEdits SplitX(int64_t dim, int64_t rank = 2) {
+  plan::ProgramEdits edits;
+  plan::ProgramEdit e;
+  e.kind = plan::ProgramEdit::Kind::kSplit;
+  e.value = "x";
+  e.dim = dim;
+  e.rank = rank;
+  e.origin = plan::Origin{"plan.weft", 5, 5, false};
+  edits.edits.push_back(e);
+  return edits;
+}
+
+template <typename F>
+void ExpectRefused(F&& f, EditCheck check, const std::string& message) {
+  try {
+    f();
+    ADD_FAILURE() << "not refused; expected: " << message;
+  } catch (const PlanEditError& e) {
+    EXPECT_EQ(e.check(), check) << e.what();
+    EXPECT_EQ(std::string(e.what()), message);
+    EXPECT_EQ(e.origin().file, "plan.weft");
+  }
+}
+
+TEST(ShardFlow, TensorParallelRefusesAnOperatorItDoesNotFollow) {
+  Builder b;
+  b.Add("y", "linear.default", {In("input", Tensor("x")), In("weight", Tensor("w"))}, {2, 8});
+  b.Add("z", "sort.default", {In("self", Tensor("y"))}, {2, 8});
+  b.Output("z");
+  plan::ProgramEdits edits;
+  ExpectRefused([&] { AddTensorParallelEdits(Colwise(), b.p, edits); }, EditCheck::kTpUnsupportedOperator,
+                "program: tensor parallelism cannot shard node `z` (sort.default) at the root: weft does not follow a "
+                "sharding through this operator; it reads `y`, tp-sharded along dim 1 in blocks [8]; its sharding "
+                "comes from the TP rule for `layer` (rule at plan.weft:3:3)");
+}
+
+TEST(ShardFlow, TensorParallelRefusesAShardReachingTheOutput) {
+  Builder b;
+  b.Add("y", "linear.default", {In("input", Tensor("x")), In("weight", Tensor("w"))}, {2, 8});
+  b.Add("z", "gelu.default", {In("self", Tensor("y"))}, {2, 8});
+  b.Output("z");
+  plan::ProgramEdits edits;
+  ExpectRefused([&] { AddTensorParallelEdits(Colwise(), b.p, edits); }, EditCheck::kTpShardReachesOutput,
+                "program: `z` reaches the program's output tp-sharded along dim 1 (no rowwise layer reduces it); its "
+                "sharding comes from the TP rule for `layer` (rule at plan.weft:3:3)");
+}
+
+TEST(ShardFlow, TensorParallelRefusesAParameterTheProgramLacks) {
+  Builder b;
+  b.Add("y", "linear.default", {In("input", Tensor("x")), In("weight", Tensor("w"))}, {2, 8});
+  b.Output("y");
+  plan::ProgramEdits edits;
+  ExpectRefused([&] { AddTensorParallelEdits(Colwise("other"), b.p, edits); }, EditCheck::kProgramLacksValue,
+                "program: the plan shards parameter `other.weight` (rule at plan.weft:3:3), which the program has no "
+                "parameter for");
+}
+
+TEST(ShardFlow, TensorParallelHeadReshapeBecomesLocal) {
+  // y (2, 8) colwise -> view (2, 2, 4): the 2 of the heads dim becomes 1 on each of 2 ranks, by
+  // the dim it fills; the 4 (head_dim) stays.
+  Builder b;
+  b.Add("y", "linear.default", {In("input", Tensor("x")), In("weight", Tensor("w"))}, {2, 8});
+  Argument shape;
+  shape.kind = AK::kInts;
+  shape.ints = {2, 2, 4};
+  b.Add("v", "view.default", {In("self", Tensor("y")), In("size", shape)}, {2, 2, 4});
+  b.Add("s", "sum.dim_IntList", {In("self", Tensor("v")), In("dim", Int(1))}, {2, 4});
+  b.Output("s");
+  plan::ProgramEdits edits;
+  ExpectRefused([&] { AddTensorParallelEdits(Colwise(), b.p, edits); }, EditCheck::kTpReducesShardedDim,
+                "program: tensor parallelism cannot shard node `s` (sum.dim_IntList) at the root: it reduces over the "
+                "sharded dim; it reads `v`, tp-sharded along dim 1 in blocks [2]; its sharding comes from the TP rule "
+                "for `layer` (rule at plan.weft:3:3)");
+  ASSERT_EQ(edits.edits.size(), 1u);
+  EXPECT_EQ(edits.edits[0].kind, plan::ProgramEdit::Kind::kArgument);
+  EXPECT_EQ(edits.edits[0].node, "v");
+  EXPECT_EQ(edits.edits[0].argument, "size");
+  EXPECT_EQ(edits.edits[0].element, 1);
+  EXPECT_EQ(edits.edits[0].new_value, 1);
+}
+
+TEST(ShardFlow, SplitRefusesAnOperatorItDoesNotFollow) {
+  Builder b;
+  b.Add("z", "sort.default", {In("self", Tensor("x"))}, {2, 8});
+  b.Output("z");
+  ExpectRefused([&] { CheckSplitDataflow(Mesh(plan::kUlyssesAxis), b.p, SplitX(0)); }, EditCheck::kCpUnsupportedOperator,
+                "program: a context-parallel split cannot pass node `z` (sort.default) at the root: weft does not "
+                "follow a sharding through this operator; it reads `x`, split along dim 0 in blocks [2]; its split "
+                "comes from the plan's rule for the root (rule at plan.weft:5:5)");
+}
+
+TEST(ShardFlow, SplitNeverGathered) {
+  Builder b;
+  b.Add("y", "linear.default", {In("input", Tensor("x")), In("weight", Tensor("w"))}, {2, 8});
+  b.Output("y");
+  ExpectRefused([&] { CheckSplitDataflow(Mesh(plan::kUlyssesAxis), b.p, SplitX(0)); }, EditCheck::kSplitNeverGathered,
+                "program: `y` reaches the program's output split along dim 0 (no gather of the plan joins it); its "
+                "split comes from the plan's rule for the root (rule at plan.weft:5:5)");
+}
+
+TEST(ShardFlow, LocalAttentionOverSplitKeys) {
+  // q, k, v = x viewed as (1, 1, 2, 8): split keys, no context-parallel attention edit.
+  Builder b;
+  Argument shape;
+  shape.kind = AK::kInts;
+  shape.ints = {1, 1, 2, 8};
+  b.Add("q", "view.default", {In("self", Tensor("x")), In("size", shape)}, {1, 1, 2, 8});
+  b.Add("o", "scaled_dot_product_attention.default",
+        {In("query", Tensor("q")), In("key", Tensor("q")), In("value", Tensor("q"))}, {1, 1, 2, 8});
+  b.Output("o");
+  ExpectRefused([&] { CheckSplitDataflow(Mesh(plan::kUlyssesAxis), b.p, SplitX(0)); },
+                EditCheck::kLocalAttentionOverSplitKeys,
+                "program: a context-parallel split cannot pass node `o` (scaled_dot_product_attention.default) at the "
+                "root: the plan leaves this attention local, so each query would see only this rank's keys; make "
+                "it context_parallel; it reads `q`, split along dim 2 in blocks [2]; its split comes from the plan's "
+                "rule for the root (rule at plan.weft:5:5)");
+}
+
+}  // namespace
+}  // namespace weft::program
