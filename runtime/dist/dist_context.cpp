@@ -638,6 +638,7 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
         impl->hosts[r] = records[r].host;
         if (records[r].identity == mine.identity) impl->pids[r] = records[r].pid;
       }
+      impl->store->set("weft/read/" + std::to_string(world.rank), std::vector<uint8_t>{1});
     } catch (const DistError&) {
       throw;
     } catch (const std::exception& e) {
@@ -645,7 +646,22 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
                       std::to_string(ElapsedMs(t0)) + " ms (timeout " + std::to_string(options.timeout.count()) +
                       " ms): " + BackendMessage(e) + " (a peer may have exited)");
     }
-    CheckSameJob(world, where, records);
+    try {
+      CheckSameJob(world, where, records);
+    } catch (const DistError&) {
+      // Rank 0 hosts the store: its exit would take the records down before a slower rank has
+      // read them (that rank would then say "connection reset" instead of what differs). Give
+      // every rank a moment to read them first.
+      if (world.rank == 0) {
+        std::vector<std::string> read;
+        for (int r = 0; r < world.world_size; ++r) read.push_back("weft/read/" + std::to_string(r));
+        try {
+          impl->store->wait(read, std::min(options.timeout, std::chrono::milliseconds(2000)));
+        } catch (const std::exception&) {
+        }
+      }
+      throw;
+    }
   }
 
   std::shared_ptr<gloo::transport::Device> device = GlooDevice(world);
