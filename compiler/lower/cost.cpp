@@ -86,7 +86,8 @@ std::vector<plan::Collective> AttentionCollectives(const AttentionCommInput& in)
     // q and out carry Sq tokens, k and v carry Skv; a ring behind the exchange divides by R.
     // runtime/attention packs k with v, and q with them when Sq == Skv: 2 all-to-alls for
     // self/joint attention (qkv in, out back), 3 for cross attention; the bytes are the same.
-    const Wide num = Prod({Sum(Prod({2, in.q_len}), Prod({2, in.kv_len})), in.batch, width, in.elem_bytes, U - 1});
+    const Wide q_tokens = in.q_replicated ? Prod({in.q_len, U, R}) : Wide{in.q_len};
+    const Wide num = Prod({Sum(Prod({2, q_tokens}), Prod({2, in.kv_len})), in.batch, width, in.elem_bytes, U - 1});
     out.push_back({plan::CollectiveOp::kAllToAll, std::string(plan::kUlyssesAxis), in.q_len == in.kv_len ? 2 : 3,
                    DivRound(num, Prod({U, U, R}))});
   }

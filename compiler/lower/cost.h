@@ -48,6 +48,9 @@ struct AttentionCommInput {
   int64_t ring = 1;
   bool uneven_heads = false;  // pad heads up to a multiple of U (ulysses_anything)
   plan::RotateMethod rotate_method = plan::RotateMethod::kAllGather;
+  // The queries are whole on every rank (LTX-2's audio queries over split video keys): each rank
+  // sends its whole Sq, not Sq / (U*R), through the Ulysses exchange and back.
+  bool q_replicated = false;
 };
 
 // Heads appended so that `heads + pad` divides by `ulysses` (0 when it already does).

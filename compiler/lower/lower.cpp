@@ -168,6 +168,7 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
       in.ring = at.ring;
       in.uneven_heads = at.head_pad > 0;
       in.rotate_method = at.rotate_method;
+      in.q_replicated = !a.q_sharded;
       for (const plan::Collective& col : AttentionCollectives(in)) {
         auto key = std::make_pair(static_cast<int>(col.op), col.axis);
         auto it = merged.find(key);

@@ -148,22 +148,67 @@ std::vector<CallValues> ModuleCallValues(const Program& p, const std::string& mo
   return out;
 }
 
-void MatchCostToEdits(plan::ExecutionPlan& plan) {
+void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::ModelGraph& graph) {
   if (!plan.program) return;
-  std::set<std::string> sites;
+  std::set<std::string> sites, masked;
+  std::map<std::string, const Node*> nodes;
+  for (const Node& n : p.nodes) nodes[n.name] = &n;
   for (const plan::ProgramEdit& e : plan.program->edits) {
-    if (e.kind == plan::ProgramEdit::Kind::kAttention) sites.insert(e.module);
+    if (e.kind != plan::ProgramEdit::Kind::kAttention) continue;
+    sites.insert(e.module);
+    auto n = nodes.find(e.node);
+    if (n == nodes.end()) continue;
+    for (const NamedArgument& in : n->second->inputs) {
+      if (in.name == "attn_mask" && in.arg.kind == Argument::Kind::kTensor) masked.insert(e.module);
+    }
   }
   int64_t step_weights = 0;
   for (const plan::ModuleStep& s : plan.steps) step_weights += s.cost.weight_bytes;
+  const model::Workload* w = graph.FindWorkload(plan.workload.name);
   bool changed = false;
   for (plan::ModuleStep& s : plan.steps) {
-    if (!s.attention || s.attention->mode == plan::AttentionMode::kLocal || sites.count(s.module)) continue;
-    s.attention->mode = plan::AttentionMode::kLocal;
+    if (!s.attention || s.attention->mode == plan::AttentionMode::kLocal) continue;
     std::vector<plan::Collective>& c = s.cost.collectives;
-    c.erase(std::remove_if(c.begin(), c.end(),
-                           [](const plan::Collective& x) { return x.axis == plan::kRingAxis || x.axis == plan::kUlyssesAxis; }),
-            c.end());
+    if (!sites.count(s.module)) {
+      s.attention->mode = plan::AttentionMode::kLocal;
+      c.erase(std::remove_if(c.begin(), c.end(),
+                             [](const plan::Collective& x) { return x.axis == plan::kRingAxis || x.axis == plan::kUlyssesAxis; }),
+              c.end());
+      changed = true;
+      continue;
+    }
+    const model::SiteCalls* calls = w != nullptr ? w->FindAttention(s.module) : nullptr;
+    if (!masked.count(s.module) || calls == nullptr) continue;
+    // As the kernels move a key-padding mask (runtime/attention/attention.cpp PredictComm), for
+    // CP rank 0: its keys of the ulysses group, then its ring slice.
+    const int64_t U = std::max<int64_t>(1, s.attention->ulysses), R = std::max<int64_t>(1, s.attention->ring);
+    auto add = [&](plan::CollectiveOp op, std::string_view axis, int64_t count, int64_t bytes) {
+      for (plan::Collective& x : c) {
+        if (x.op == op && x.axis == axis) {
+          x.count += count;
+          x.bytes += bytes;
+          return;
+        }
+      }
+      c.push_back({op, std::string(axis), count, bytes});
+    };
+    const int64_t per_call = std::max<int64_t>(1, s.calls);
+    int64_t ulysses_bytes = 0, ring_bytes = 0;
+    for (const model::AttentionCall& call : calls->calls) {
+      if (call.q.empty() || call.k.size() < 2) continue;
+      const std::vector<int64_t> keys = plan::SplitSizes(call.k[1], U * R);
+      int64_t slice = 0;  // rank 0's ring slice: the keys of its ulysses group
+      for (int64_t u = 0; u < U; ++u) slice += keys[static_cast<size_t>(u)];
+      if (U > 1) ulysses_bytes += call.q[0] * keys[0] * (U - 1);
+      if (R > 1) ring_bytes += call.q[0] * slice * (R - 1);
+    }
+    const int64_t n = static_cast<int64_t>(calls->calls.size());
+    if (U > 1) add(plan::CollectiveOp::kAllGather, plan::kUlyssesAxis, n / per_call, ulysses_bytes / per_call);
+    if (R > 1 && s.attention->rotate_method == plan::RotateMethod::kP2p) {
+      add(plan::CollectiveOp::kSendRecv, plan::kRingAxis, 0, ring_bytes / per_call);
+    } else if (R > 1) {
+      add(plan::CollectiveOp::kAllGather, plan::kRingAxis, n / per_call, ring_bytes / per_call);
+    }
     changed = true;
   }
   if (!changed) return;

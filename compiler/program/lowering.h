@@ -28,10 +28,14 @@ namespace weft::program {
 // module, node and rule when the plan cannot run on the program as it is.
 plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program& program, const std::string& file);
 
-// The plan's cost as the edits run it: an attention step the module-level view derived as
-// context-parallel but whose keys no split reaches runs local on the program (local_sizes.h
-// drops its edit), so its step says local and its collectives leave the prediction.
-void MatchCostToEdits(plan::ExecutionPlan& plan);
+// The plan's cost as the edits run it on `program` (the plan compiled against `graph`, its
+// weft.graph/1 view): an attention step the module-level view derived as context-parallel but
+// whose keys no split reaches runs local on the program (local_sizes.h drops its edit), so its
+// step says local and its collectives leave the prediction; a context-parallel attention with a
+// mask moves the mask with its keys (one byte per key and batch row: an all-gather on the
+// ulysses axis, and on the ring axis an all-gather, or bytes on each p2p exchange), which the
+// graph view cannot see, so they join it.
+void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& program, const model::ModelGraph& graph);
 
 // The values a module call receives for each forward argument, in leaf order (a tuple argument
 // has one per element; "" for a leaf that is None, a constant or a symbolic size), and the
