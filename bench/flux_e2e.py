@@ -2,6 +2,11 @@
 """weft-run against diffusers' own context parallelism on a small Flux, CPU ranks (issue 6 benchmark).
 
     .venv/bin/python bench/flux_e2e.py [--ranks 2,4] [--iters 3] [--warmup 1] [--repeat 2] [--weft-run PATH]
+                                       [--program]
+
+With --program weft's side is the same model as a torch.export program (exported here once from
+the same config and inputs) with plans/flux.weft compiled into it (issue 14), not the built-in
+Flux.
 
 One run: builds diffusers' FluxTransformer2DModel at weft's `small` config (2 double + 4 single
 blocks, hidden 512 = 8 heads x 64; tools/model_configs/flux-small.json) with seeded random
@@ -151,8 +156,9 @@ def run_weft(args, paths, work, tag, n, mesh, row, transport):
     tag = f"{tag}_{transport}"
     report, wout, log = work / f"weft_{tag}.json", work / f"weft_{tag}.out.safetensors", work / f"weft_{tag}.log"
     side = row["weft"].setdefault(transport, {"samples": [], "medians": []})
-    cmd = [args.weft_run, "--cpu-transport", transport, "--model", "flux:small", "--graph", "graphs/flux-small.graph.json",
-           "--workload", "512x512", "--nproc", str(n), "--mesh", mesh,
+    model = (["--program", str(paths["program"])] if paths.get("program") else
+             ["--model", "flux:small", "--graph", "graphs/flux-small.graph.json", "--workload", "512x512"])
+    cmd = [args.weft_run, "--cpu-transport", transport] + model + ["--nproc", str(n), "--mesh", mesh,
            "--weights", str(paths["weights"]), "--inputs", str(paths["inputs"]),
            "--iters", str(args.iters), "--warmup", str(args.warmup),
            "--threads", str(row["threads_per_rank"]), "--report", str(report), "--output", str(wout)]
@@ -206,6 +212,9 @@ def main():
     ap.add_argument("--weft-transports", default="shm,gloo",
                     help="weft-run --cpu-transport values to run, comma-separated; the first is the headline")
     ap.add_argument("--seed", type=int, default=2024)
+    ap.add_argument("--program", action="store_true",
+                    help="weft runs the model as a torch.export program (tools/export_program.py, exported once "
+                         "here) with plans/flux.weft compiled in, instead of its built-in Flux")
     ap.add_argument("--weft-run", default=default_weft_run())
     ap.add_argument("--python", default=sys.executable, help="python with torch + diffusers for torchrun")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per run")
@@ -221,6 +230,15 @@ def main():
     paths, nparams = make_fixture(work, args.seed)
     print(f"# flux:small, {nparams} parameters, 1024 image + 256 text tokens, batch 1, fp32; "
           f"warmup {args.warmup}, iters {args.iters}", flush=True)
+    if args.program:
+        paths["program"] = work / "flux-small.pt2"
+        cmd = [sys.executable, str(ROOT / "tools" / "export_program.py"), str(ROOT / "tools" / "model_configs" /
+               "flux-small.json"), "--inputs", str(paths["inputs"]), "-o", str(paths["program"])]
+        rc, _ = run(cmd, work / "export.log", args.timeout)
+        if rc != 0:
+            print("export failed:\n" + tail(work / "export.log", 20))
+            return 1
+        print(f"# weft side: the program {paths['program']} ({os.path.getsize(paths['program'])} bytes)", flush=True)
 
     rows = []
     loads = [loadavg()]
@@ -259,7 +277,8 @@ def main():
             rows.append(row)
 
     print()
-    print(f"Flux small (2+4 blocks, hidden 512), 1024+256 tokens, fp32, CPU; weft over {' and '.join(transports)}, "
+    print(f"Flux small (2+4 blocks, hidden 512), 1024+256 tokens, fp32, CPU; weft "
+          f"{'program (torch.export, plans/flux.weft compiled in)' if args.program else 'built-in Flux'} over {' and '.join(transports)}, "
           f"diffusers over gloo; median of {args.repeat} x {args.iters} iterations (each run after {args.warmup} "
           f"warm-up; weft/diffusers alternating); {cores} cores")
     # The best iteration of each side as well: on a shared machine a neighbour's load lands on
