@@ -24,9 +24,8 @@ const std::map<std::string, std::string> kExemptions = {
     {"SplitThroughUnsupportedOperator", "shard_flow_test: SplitRefusesAnOperatorItDoesNotFollow"},
     {"SplitNeverGathered", "shard_flow_test: SplitNeverGathered (graph: OutputNotGathered)"},
     {"LocalAttentionOverSplitKeys", "shard_flow_test: LocalAttentionOverSplitKeys (graph: ShardedKvRunsLocal)"},
-    {"FullLengthWithoutShard", "local_sizes.h: a full length no shard carries; every fixture plan lowers (graph view "
-                               "splits the same streams), program_plan parity tests exercise the path that avoids it"},
-    {"MaskNotLaidOutWithKeys", "local_sizes.h: a CP mask laid out otherwise than its keys; no fixture class has one"},
+    {"FullLengthWithoutShard", "shard_flow_test: LocalSizes.RefusesAFullLengthNoShardCarries"},
+    {"MaskNotLaidOutWithKeys", "shard_flow_test: LocalSizes.RefusesAMaskNotLaidOutWithItsKeys"},
     {"PlanDoesNotLowerToProgram", "an edit the compiler decided failing to apply (an internal inconsistency)"},
 };
 

@@ -1,11 +1,13 @@
-// compiler/program/shard_flow.h on hand-made programs: the refusals no fixture program and plan
-// reach past the graph-level checks (a sharding reaching an operator weft does not follow, the
-// program's output, attention left local over split keys), each with its check and message.
+// compiler/program/shard_flow.h (and local_sizes.h) on hand-made programs: the refusals no fixture
+// program and plan reach past the graph-level checks (a sharding reaching an operator weft does not
+// follow, the program's output, attention left local over split keys, a full length no shard
+// carries), each with its check and message.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "compiler/program/local_sizes.h"
 #include "compiler/program/plan_edit_error.h"
 #include "compiler/program/shard_flow.h"
 
@@ -220,6 +222,67 @@ TEST(ShardFlow, LocalAttentionOverSplitKeys) {
                 "root: the plan leaves this attention local, so each query would see only this rank's keys; make "
                 "it context_parallel; it reads `q`, split along dim 2 in blocks [2]; its split comes from the plan's "
                 "rule for the root (rule at plan.weft:5:5)");
+}
+
+TEST(LocalSizes, RefusesAFullLengthNoShardCarries) {
+  // x (2, s0) is split along s0 for the uses inside module `blk`; y = x.sum(1) there is a shard
+  // without an s0 dim; at the root, view(y, [z]) with z = s0 runs on that shard, but the only
+  // shard with an s0 dim (x's split) is visible inside `blk` alone.
+  Builder b;
+  b.p.inputs.clear();
+  b.p.input_specs.clear();
+  b.Input("x", {2, 8}, InputSpec::Kind::kUserInput, "");
+  b.p.tensor_values["x"].sizes[1] = SymInt{true, 8, "Symbol('s0', positive=True, integer=True)"};
+  b.p.module_stacks = {{ModuleFrame{"blk", "Block", "Block"}}};
+  b.Add("y", "sum.dim_IntList", {In("self", Tensor("x")), In("dim", Int(1))}, {2});
+  b.p.nodes.back().stack = 0;
+  b.p.sym_int_values["z"] = SymInt{true, 8, "Symbol('s0', positive=True, integer=True)"};
+  Argument shape;
+  shape.kind = AK::kSymInts;
+  shape.sym_ints = {SymIntRef{true, "z", 0}};
+  b.Add("v", "view.default", {In("self", Tensor("y")), In("size", shape)}, {8});
+  b.Output("v");
+  plan::ProgramEdits edits = SplitX(1);
+  edits.edits[0].scope = "blk";
+  edits.edits[0].module = "blk";
+  ExpectRefused([&] { AddLocalSizeEdits(b.p, edits); }, EditCheck::kFullLengthWithoutShard,
+                "program: node `v` (torch.ops.aten.view.default, module ``) runs on a shard of the split of `blk` "
+                "(rule at plan.weft:5:5) but its argument `size` is the full length s0, and no shard before it has "
+                "a dim of that length to take the local one from");
+}
+
+TEST(LocalSizes, RefusesAMaskNotLaidOutWithItsKeys) {
+  // Context-parallel attention over split keys x (1, 1, s0, 8), with a whole mask (1, s5) over
+  // keys of another length: neither one split stream nor a concatenation of split streams.
+  Builder b;
+  b.p.inputs.clear();
+  b.p.input_specs.clear();
+  b.Input("x", {1, 8, 8}, InputSpec::Kind::kUserInput, "");
+  b.p.tensor_values["x"].sizes[1] = SymInt{true, 8, "Symbol('s0', positive=True, integer=True)"};
+  b.Input("m", {1, 6}, InputSpec::Kind::kUserInput, "");
+  b.p.tensor_values["m"].sizes[1] = SymInt{true, 6, "Symbol('s5', positive=True, integer=True)"};
+  Argument shape;
+  shape.kind = AK::kInts;
+  shape.ints = {1, 1, 8, 8};
+  b.Add("q", "view.default", {In("self", Tensor("x")), In("size", shape)}, {1, 1, 8, 8});
+  b.p.tensor_values["q"].sizes[2] = b.p.tensor_values["x"].sizes[1];
+  b.Add("o", "scaled_dot_product_attention.default",
+        {In("query", Tensor("q")), In("key", Tensor("q")), In("value", Tensor("q")), In("attn_mask", Tensor("m"))},
+        {1, 1, 8, 8});
+  b.Output("o");
+  plan::ProgramEdits edits = SplitX(1, 3);
+  plan::ProgramEdit attention;
+  attention.kind = plan::ProgramEdit::Kind::kAttention;
+  attention.node = "o";
+  attention.module = "attn";
+  attention.attention = plan::Attention{};
+  attention.attention->mode = plan::AttentionMode::kUlysses;
+  attention.origin = plan::Origin{"plan.weft", 7, 3, false};
+  edits.edits.push_back(attention);
+  ExpectRefused([&] { AddLocalSizeEdits(b.p, edits); }, EditCheck::kMaskNotLaidOutWithKeys,
+                "program: the mask `m` of context-parallel attention `o` (module `` (rule at plan.weft:7:3)) spans s5 "
+                "keys, which is neither one split stream nor a concatenation of split streams in this module: split "
+                "it in the plan, or leave the attention local");
 }
 
 }  // namespace
