@@ -7,11 +7,21 @@
 
 #include "compiler/program/archive.h"
 #include "compiler/program/local_sizes.h"
+#include "compiler/program/plan_edit_error.h"
 
 namespace weft::program {
 namespace {
 
 using Kind = plan::ProgramEdit::Kind;
+
+// The `edit` input of weft's nodes: the index of their edit in ProgramEdits::edits.
+NamedArgument EditIndex(size_t edit) {
+  NamedArgument index;
+  index.name = "edit";
+  index.arg.kind = Argument::Kind::kInt;
+  index.arg.i = static_cast<int64_t>(edit);
+  return index;
+}
 
 Node EditNode(const std::string& target, size_t edit, const std::string& input, const std::string& output, int32_t stack,
               const std::vector<std::string>& parts = {}) {
@@ -22,11 +32,7 @@ Node EditNode(const std::string& target, size_t edit, const std::string& input, 
   self.name = "self";
   self.arg.kind = Argument::Kind::kTensor;
   self.arg.name = input;
-  NamedArgument index;
-  index.name = "edit";
-  index.arg.kind = Argument::Kind::kInt;
-  index.arg.i = static_cast<int64_t>(edit);
-  n.inputs = {self, index};
+  n.inputs = {self, EditIndex(edit)};
   if (!parts.empty()) {
     NamedArgument sizes;
     sizes.name = "parts";
@@ -56,7 +62,7 @@ void Rename(Argument& a, const std::function<std::string(const std::string&)>& r
 void EditArgument(Program& p, Node& n, const plan::ProgramEdit& e, size_t index,
                   const std::map<std::string, std::string>& reads, std::vector<Node>& nodes) {
   const std::string where = p.path.empty() ? std::string("program") : p.path;
-  const std::string rule = e.origin.Known() ? " (rule at " + e.origin.ToString() + ")" : "";
+  const std::string rule = RuleAt(e.origin);
   NamedArgument* arg = nullptr;
   for (NamedArgument& in : n.inputs) {
     if (in.name == e.argument) arg = &in;
@@ -161,13 +167,14 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
   };
   std::vector<Scoped> scoped;                                 // splits of a module argument
   std::map<std::string, std::vector<size_t>> after;           // value -> edits applied after its producer
-  std::map<std::string, size_t> attention;                    // node -> edit
+  // node -> weft's target it becomes and its edit (an attention the plan runs, an RMS norm with
+  // statistics over tp)
+  std::map<std::string, std::pair<const char*, size_t>> retarget;
   std::map<std::string, std::vector<size_t>> arguments;       // node -> its argument edits
   std::map<std::string, size_t> reduced;                      // rowwise Linear node -> its all-reduce
-  std::map<std::string, size_t> norms;                        // rms_norm node -> its statistics edit
   for (size_t i = 0; i < edits.edits.size(); ++i) {
     const plan::ProgramEdit& e = edits.edits[i];
-    const std::string rule = e.origin.Known() ? " (rule at " + e.origin.ToString() + ")" : "";
+    const std::string rule = RuleAt(e.origin);
     switch (e.kind) {
       case Kind::kSplit:
       case Kind::kGather:
@@ -182,26 +189,20 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
         }
         break;
       case Kind::kAttention:
-        if (node_index.count(e.node) == 0) {
-          throw ProgramError(where + ": the plan's attention of `" + e.module + "`" + rule + " names node `" + e.node +
-                             "`, which the program does not have");
-        }
-        attention[e.node] = i;
-        break;
       case Kind::kArgument:
-        if (node_index.count(e.node) == 0) {
-          throw ProgramError(where + ": the plan's argument edit for `" + e.module + "`" + rule + " names node `" + e.node +
-                             "`, which the program does not have");
-        }
-        arguments[e.node].push_back(i);
-        break;
       case Kind::kAllReduce:
       case Kind::kNormStats:
         if (node_index.count(e.node) == 0) {
-          throw ProgramError(where + ": the plan's " + std::string(plan::ProgramEditKindName(e.kind)) + " for `" +
+          throw ProgramError(where + ": the plan's " + std::string(plan::ProgramEditKindName(e.kind)) + " edit for `" +
                              e.module + "`" + rule + " names node `" + e.node + "`, which the program does not have");
         }
-        (e.kind == Kind::kAllReduce ? reduced : norms)[e.node] = i;
+        if (e.kind == Kind::kArgument) {
+          arguments[e.node].push_back(i);
+        } else if (e.kind == Kind::kAllReduce) {
+          reduced[e.node] = i;
+        } else {
+          retarget[e.node] = {e.kind == Kind::kAttention ? kAttentionTarget : kNormStatsTarget, i};
+        }
         break;
       default:
         throw ProgramError(where + ": edit " + std::string(plan::ProgramEditKindName(e.kind)) + " of `" + e.module +
@@ -259,22 +260,9 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
         EditArgument(p, n, e, i, reads, nodes);
       }
     }
-    auto att = attention.find(n.name);
-    if (att != attention.end()) {
-      n.target = kAttentionTarget;
-      NamedArgument index;
-      index.name = "edit";
-      index.arg.kind = Argument::Kind::kInt;
-      index.arg.i = static_cast<int64_t>(att->second);
-      n.inputs.push_back(index);
-    }
-    if (auto norm = norms.find(n.name); norm != norms.end()) {
-      n.target = kNormStatsTarget;
-      NamedArgument index;
-      index.name = "edit";
-      index.arg.kind = Argument::Kind::kInt;
-      index.arg.i = static_cast<int64_t>(norm->second);
-      n.inputs.push_back(index);
+    if (auto r = retarget.find(n.name); r != retarget.end()) {
+      n.target = r->second.first;
+      n.inputs.push_back(EditIndex(r->second.second));
     }
     std::string bias;  // a rowwise Linear's bias, added after the all-reduce
     const auto reduce = reduced.find(n.name);
@@ -317,7 +305,7 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
     if (!s.emitted) {
       const plan::ProgramEdit& e = edits.edits[s.edit];
       throw ProgramError(where + ": the plan splits `" + s.value + "` for the uses inside `" + s.scope + "`" +
-                         (e.origin.Known() ? " (rule at " + e.origin.ToString() + ")" : "") +
+                         RuleAt(e.origin) +
                          ", but no node there reads it");
     }
   }

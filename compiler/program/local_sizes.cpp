@@ -38,13 +38,6 @@ class Canonical {
   std::unordered_map<std::string, std::string> cache_;
 };
 
-std::string Rule(const plan::ProgramEdit& e) { return e.origin.Known() ? " (rule at " + e.origin.ToString() + ")" : ""; }
-
-std::string ModuleOf(const Program& p, const Node& n) {
-  if (n.stack < 0 || p.module_stacks[static_cast<size_t>(n.stack)].empty()) return "";
-  return p.module_stacks[static_cast<size_t>(n.stack)].back().path;
-}
-
 }  // namespace
 
 bool NodeInModule(const Program& p, const Node& n, const std::string& module) {
@@ -56,10 +49,11 @@ bool NodeInModule(const Program& p, const Node& n, const std::string& module) {
   return false;
 }
 
-namespace {
+std::string ModuleOf(const Program& p, const Node& n) {
+  if (n.stack < 0 || p.module_stacks[static_cast<size_t>(n.stack)].empty()) return "";
+  return p.module_stacks[static_cast<size_t>(n.stack)].back().path;
+}
 
-// Factories whose sizes come from their arguments only (ones([B, S]) ...): built at a split's
-// full length and combined with shards, they must be built at the local one.
 bool IsFactory(const std::string& target) {
   static const char* const kOps[] = {"torch.ops.aten.ones.default", "torch.ops.aten.zeros.default",
                                      "torch.ops.aten.full.default", "torch.ops.aten.empty.memory_format",
@@ -69,6 +63,8 @@ bool IsFactory(const std::string& target) {
   }
   return false;
 }
+
+namespace {
 
 class LocalSizes {
  public:
@@ -203,7 +199,7 @@ class LocalSizes {
         if (at == local.end()) {
           throw PlanEditError(EditCheck::kFullLengthWithoutShard, origin.origin,
                               where_ + ": node `" + n.name + "` (" + n.target + ", module `" + ModuleOf(p_, n) +
-                                  "`) runs on a shard of the split of `" + origin.module + "`" + Rule(origin) +
+                                  "`) runs on a shard of the split of `" + origin.module + "`" + RuleAt(origin.origin) +
                                   " but its argument `" + in.name + "` is the full length " + length +
                                   ", and no shard before it has a dim of that length to take the local one from",
                               n.name, ModuleOf(p_, n));
@@ -325,7 +321,7 @@ class LocalSizes {
       return;
     }
     throw PlanEditError(EditCheck::kCpAttentionOverWholeKeys, e.origin,
-                        where_ + ": the plan runs attention `" + e.module + "` context-parallel" + Rule(e) +
+                        where_ + ": the plan runs attention `" + e.module + "` context-parallel" + RuleAt(e.origin) +
                             ", but its keys `" + key + "` (node `" + n.name + "`) are whole on every rank there: no "
                             "split reaches them, so ring or Ulysses would attend every key once per rank; leave it "
                             "local, or split its inputs",
@@ -389,7 +385,7 @@ class LocalSizes {
       if (!known) {
         throw PlanEditError(EditCheck::kMaskNotLaidOutWithKeys, attention.origin,
                             where_ + ": the mask `" + mask + "` of context-parallel attention `" + n.name +
-                                "` (module `" + module + "`" + Rule(attention) + ") spans " + keys +
+                                "` (module `" + module + "`" + RuleAt(attention.origin) + ") spans " + keys +
                                 " keys, which is neither one split stream nor a concatenation of split streams in "
                                 "this module: split it in the plan, or leave the attention local",
                             n.name, module);

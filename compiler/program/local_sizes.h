@@ -30,4 +30,11 @@ void AddLocalSizeEdits(const Program& program, plan::ProgramEdits& edits);
 // True when `node` runs inside module `module` ("" = the root: every node).
 bool NodeInModule(const Program& program, const Node& node, const std::string& module);
 
+// The innermost module `node` runs in ("" = the root, or no module stack).
+std::string ModuleOf(const Program& program, const Node& node);
+
+// Factories whose sizes come from their arguments only (ones([B, S]) ...): built at a split's
+// full length and combined with shards, AddLocalSizeEdits builds them at the local one.
+bool IsFactory(const std::string& target);
+
 }  // namespace weft::program

@@ -16,8 +16,6 @@ namespace {
 
 std::string Where(const Program& p) { return p.path.empty() ? std::string("program") : p.path; }
 
-std::string RuleOf(const plan::Origin& o) { return o.Known() ? " (rule at " + o.ToString() + ")" : ""; }
-
 const model::ModuleType* TypeOf(const Program& p, const std::string& module) {
   if (!p.manifest) return nullptr;
   std::string type;
@@ -237,7 +235,7 @@ plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program
         }
       }
       return PlanEditError(EditCheck::kProgramLacksValue, origin,
-                           where + ": the plan " + what + " of module `" + step.module + "`" + RuleOf(origin) + ", but " +
+                           where + ": the plan " + what + " of module `" + step.module + "`" + RuleAt(origin) + ", but " +
                                why);
     };
     for (const plan::Split& split : step.splits) {
@@ -256,14 +254,14 @@ plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program
           if (arg == call.arguments.end() || arg->second.empty()) {
             if (split.optional) continue;
             throw PlanEditError(EditCheck::kProgramLacksValue, split.origin, where + ": the plan splits argument `" + split.argument + "` of module `" + step.module +
-                               "`" + RuleOf(split.origin) + ", but the program's call does not pass it");
+                               "`" + RuleAt(split.origin) + ", but the program's call does not pass it");
           }
           const size_t element = split.element < 0 ? 0 : static_cast<size_t>(split.element);
           if (element >= arg->second.size() || arg->second[element].empty()) {
             if (split.optional) continue;
             throw PlanEditError(EditCheck::kProgramLacksValue, split.origin, where + ": the plan splits " +
                                (split.element < 0 ? "argument" : "element " + std::to_string(split.element) + " of argument") +
-                               " `" + split.argument + "` of module `" + step.module + "`" + RuleOf(split.origin) +
+                               " `" + split.argument + "` of module `" + step.module + "`" + RuleAt(split.origin) +
                                ", which is no tensor in the program");
           }
           e.value = arg->second[element];
@@ -274,7 +272,7 @@ plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program
           if (split.output < 0 || static_cast<size_t>(split.output) >= call.outputs.size() ||
               call.outputs[static_cast<size_t>(split.output)].empty()) {
             throw PlanEditError(EditCheck::kProgramLacksValue, split.origin, where + ": the plan splits output " + std::to_string(split.output) + " of module `" +
-                               step.module + "`" + RuleOf(split.origin) + ", which is no tensor in the program");
+                               step.module + "`" + RuleAt(split.origin) + ", which is no tensor in the program");
           }
           e.value = call.outputs[static_cast<size_t>(split.output)];
           e.after_producer = true;
@@ -288,7 +286,7 @@ plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program
         if (gather.output < 0 || static_cast<size_t>(gather.output) >= call.outputs.size() ||
             call.outputs[static_cast<size_t>(gather.output)].empty()) {
           throw PlanEditError(EditCheck::kProgramLacksValue, gather.origin, where + ": the plan gathers output " + std::to_string(gather.output) + " of module `" +
-                             step.module + "`" + RuleOf(gather.origin) + ", which is no tensor in the program");
+                             step.module + "`" + RuleAt(gather.origin) + ", which is no tensor in the program");
         }
         plan::ProgramEdit e;
         e.kind = plan::ProgramEdit::Kind::kGather;
@@ -305,7 +303,7 @@ plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program
       auto it = sdpa.find(step.module);
       if (it == sdpa.end()) {
         throw PlanEditError(EditCheck::kProgramLacksValue, step.attention->origin, where + ": the plan runs attention `" + step.module + "` as " +
-                           std::string(plan::AttentionModeName(step.attention->mode)) + RuleOf(step.attention->origin) +
+                           std::string(plan::AttentionModeName(step.attention->mode)) + RuleAt(step.attention->origin) +
                            ", but no scaled_dot_product_attention of the program belongs to it");
       }
       for (const Node* n : it->second) {

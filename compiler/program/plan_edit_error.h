@@ -14,6 +14,12 @@
 
 namespace weft::program {
 
+// How a program error cites the plan rule an edit comes from: " (rule at file:line:col)", or ""
+// when the origin is unknown.
+inline std::string RuleAt(const plan::Origin& origin) {
+  return origin.Known() ? " (rule at " + origin.ToString() + ")" : "";
+}
+
 enum class EditCheck : uint8_t {
   kProgramLacksValue,         // the plan names a module call, argument, output, attention or parameter
                               // the program lacks

@@ -79,18 +79,14 @@ bool Elementwise(const std::string& target) {
                    "hardswish.default", "mish.default", "elu.default", "log1p.default", "expm1.default"});
 }
 
-// Factories whose sizes come from their arguments (local_sizes.h builds them at a local length).
-bool IsFactory(const std::string& t) {
-  return OneOf(t, {"ones.default", "zeros.default", "full.default", "empty.memory_format", "arange.default",
-                   "arange.start", "arange.start_step"});
-}
-
 class ShardFlow {
  public:
   enum class Axis : uint8_t { kTp, kCp };
 
-  ShardFlow(Axis axis, const plan::ExecutionPlan& plan, const Program& p, plan::ProgramEdits& edits)
-      : axis_(axis), plan_(plan), p_(p), edits_(edits), tp_(plan.mesh.Tp()),
+  // Reads the plan's edits from `in`; appends the edits it decides to `out` (none: a check only).
+  ShardFlow(Axis axis, const plan::ExecutionPlan& plan, const Program& p, const plan::ProgramEdits& in,
+            plan::ProgramEdits* out)
+      : axis_(axis), plan_(plan), p_(p), in_(in), out_(out), tp_(plan.mesh.Tp()),
         where_(p.path.empty() ? std::string("program") : p.path) {}
 
   void Run() {
@@ -135,11 +131,11 @@ class ShardFlow {
       rules_.push_back({e.module, e.origin});
       return rules_.size() - 1;
     };
-    std::map<std::string, size_t> graph_input;
+    std::set<std::string> graph_input;
     for (const Argument& a : p_.inputs) {
-      for (const std::string& v : a.TensorNames()) graph_input.emplace(v, 0);
+      for (const std::string& v : a.TensorNames()) graph_input.insert(v);
     }
-    for (const plan::ProgramEdit& e : edits_.edits) {
+    for (const plan::ProgramEdit& e : in_.edits) {
       Sharding s;
       s.dim = e.dim;
       if (e.kind == Kind::kSplit) {
@@ -184,7 +180,7 @@ class ShardFlow {
       if (sharded_.erase(o) == 0) {
         const Rule& r = rules_[gather->second];
         throw PlanEditError(EditCheck::kGatherOfUnsplitValue, r.origin,
-                            where_ + ": the plan gathers `" + o + "`, output of `" + r.module + "`" + RuleText(r.origin) +
+                            where_ + ": the plan gathers `" + o + "`, output of `" + r.module + "`" + RuleAt(r.origin) +
                                 ", but no split reaches it: every rank holds it whole already",
                             n.name, ModuleOf(n));
       }
@@ -205,7 +201,7 @@ class ShardFlow {
         auto value = value_of.find(fqn);
         if (value == value_of.end()) {
           throw PlanEditError(EditCheck::kProgramLacksValue, step.tp->origin,
-                              where_ + ": the plan shards parameter `" + fqn + "`" + RuleText(step.tp->origin) +
+                              where_ + ": the plan shards parameter `" + fqn + "`" + RuleAt(step.tp->origin) +
                                   ", which the program has no parameter for");
         }
         Sharding s;
@@ -221,13 +217,11 @@ class ShardFlow {
     }
   }
 
-  static std::string RuleText(const plan::Origin& o) { return o.Known() ? " (rule at " + o.ToString() + ")" : ""; }
-
   std::string From(const Sharding& s) const {
     const Rule& r = rules_[s.rule];
     const std::string module = r.module.empty() ? "the root" : "`" + r.module + "`";
     return (Tp() ? "; its sharding comes from the TP rule for " : "; its split comes from the plan's rule for ") + module +
-           RuleText(r.origin);
+           RuleAt(r.origin);
   }
 
   // A tensor-parallel check as the context-parallel one it stands for.
@@ -241,21 +235,18 @@ class ShardFlow {
     }
   }
 
-  std::string ModuleOf(const Node& n) const {
-    if (n.stack < 0 || p_.module_stacks[static_cast<size_t>(n.stack)].empty()) return "";
-    return p_.module_stacks[static_cast<size_t>(n.stack)].back().path;
-  }
+  std::string ModuleOf(const Node& n) const { return program::ModuleOf(p_, n); }
 
   [[noreturn]] void Refuse(EditCheck check, const Node& n, const std::string& value, const Sharding& s,
                            const std::string& what) const {
+    const std::string module = ModuleOf(n);
     throw PlanEditError(ForAxis(check), rules_[s.rule].origin,
                         where_ + (Tp() ? ": tensor parallelism cannot shard node `" : ": a context-parallel split cannot pass node `") +
                             n.name + "` (" + ShortOp(n.target) + ")" +
-                            (ModuleOf(n).empty() ? std::string(" at the root") : " in module `" + ModuleOf(n) + "`") +
-                            ": " + what +
+                            (module.empty() ? std::string(" at the root") : " in module `" + module + "`") + ": " + what +
                             "; it reads `" + value + (Tp() ? "`, tp-sharded along dim " : "`, split along dim ") +
                             std::to_string(s.dim) + " in blocks " + List(s.blocks) + From(s),
-                        n.name, ModuleOf(n));
+                        n.name, module);
   }
 
   const Argument* Arg(const Node& n, const char* name) const {
@@ -342,10 +333,10 @@ class ShardFlow {
   }
 
   void Edit(plan::ProgramEdit e, size_t rule) {
-    if (!Tp()) return;  // sizes of splits are local_sizes.h's
+    if (out_ == nullptr) return;  // a check only: the sizes of splits are local_sizes.h's
     e.module = rules_[rule].module;
     e.origin = rules_[rule].origin;
-    edits_.edits.push_back(std::move(e));
+    out_->edits.push_back(std::move(e));
   }
   // Argument `argument` (element `element`, -1 = the argument) of `n` becomes `value`.
   void EditInt(const Node& n, const char* argument, int64_t element, int64_t value, size_t rule) {
@@ -410,7 +401,7 @@ class ShardFlow {
     }
     if (in.size() > 1 && !OneOf(t, {"cat.default", "stack.default", "scaled_dot_product_attention.default",
                                      "rms_norm.default"})) {
-      Refuse(EditCheck::kTpUnsupportedOperator, n, in[1].first, in[1].second, "reads two tp-sharded tensors");
+      Refuse(EditCheck::kTpUnsupportedOperator, n, in[1].first, in[1].second, "reads two sharded tensors");
     }
     const int64_t rank = Rank(value);
     const std::string out = outs.empty() ? std::string() : outs[0];
@@ -418,7 +409,7 @@ class ShardFlow {
       return Reshape(n, value, s);
     }
     if (OneOf(t, {"view_as_complex.default"})) {
-      if (s.dim == rank - 1) Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "pairs the elements of the tp-sharded dim into complex numbers");
+      if (s.dim == rank - 1) Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "pairs the elements of the sharded dim into complex numbers");
       return Set(out, s.dim, s.blocks, s.rule);
     }
     if (OneOf(t, {"view_as_real.default"})) return Set(out, s.dim, s.blocks, s.rule);
@@ -531,11 +522,11 @@ class ShardFlow {
     }
     if (w != nullptr) Refuse(EditCheck::kTpUnsupportedOperator, n, weight, *w, "a Linear's weight is sharded along neither its rows nor its columns");
     if (b != nullptr) Refuse(EditCheck::kTpColwiseEscapes, n, bias, *b, "a Linear with a whole weight has a tp-sharded bias");
-    if (x != nullptr && x->dim == in_rank - 1 && !Tp()) {
-      Refuse(EditCheck::kTpReducesShardedDim, n, input, *x,
-             "a Linear contracts the split dim (each rank would sum only its part of the features)");
-    }
     if (x != nullptr && x->dim == in_rank - 1) {
+      if (!Tp()) {
+        Refuse(EditCheck::kTpReducesShardedDim, n, input, *x,
+               "a Linear contracts the split dim (each rank would sum only its part of the features)");
+      }
       Refuse(EditCheck::kTpColwiseEscapes, n, input, *x, "a Linear whose weight is whole reads tp-sharded features (a colwise output must reach a "
                            "rowwise layer, attention, a head reshape or elementwise ops)");
     }
@@ -563,7 +554,7 @@ class ShardFlow {
         result = aligned;
         first = v;
       } else if (!result->SameLayout(aligned)) {
-        Refuse(EditCheck::kTpColwiseEscapes, n, v, *s, "it combines `" + first + "` and `" + v + "`, which are tp-sharded differently");
+        Refuse(EditCheck::kTpColwiseEscapes, n, v, *s, "it combines `" + first + "` and `" + v + "`, which are sharded differently");
       }
     }
     if (!result) return;  // only the dtype source is sharded
@@ -599,8 +590,8 @@ class ShardFlow {
         if (block % (Tp() ? inner * tp_ : inner) != 0) {
           Refuse(EditCheck::kTpReducesShardedDim, n, value, s,
                  "it splits the sharded dim into " + std::to_string(b[j]) + " x " + std::to_string(inner) +
-                     ", and a block of " + std::to_string(block) + " does not hold a multiple of tp=" +
-                     std::to_string(tp_) + " such parts");
+                     ", and a block of " + std::to_string(block) + " does not hold a whole number of such parts" +
+                     (Tp() ? " on each of tp=" + std::to_string(tp_) + " ranks" : std::string()));
         }
         block /= inner;
       }
@@ -675,9 +666,8 @@ class ShardFlow {
       at += length;
     }
     if (n.target == "torch.ops.aten.split_with_sizes.default") {
-      const std::vector<int64_t> sizes = IntsArg(n, "split_sizes");
+      const std::vector<int64_t> sizes = Tp() ? IntsArg(n, "split_sizes") : std::vector<int64_t>{};
       for (size_t i = 0; i < sizes.size(); ++i) {
-        if (!Tp()) break;
         if (sizes[i] == std::numeric_limits<int64_t>::min()) Refuse(EditCheck::kTpUnsupportedOperator, n, value, s, "it splits by symbolic sizes");
         EditInt(n, "split_sizes", static_cast<int64_t>(i), sizes[i] / tp_, s.rule);
       }
@@ -714,7 +704,7 @@ class ShardFlow {
       if (!stack && d == s->dim && result->dim == d) {  // packed along the sharded dim
         result->blocks.insert(result->blocks.end(), s->blocks.begin(), s->blocks.end());
       } else if (!result->SameLayout(*s)) {
-        Refuse(EditCheck::kTpColwiseEscapes, n, v, *s, "it joins `" + first + "` and `" + v + "`, which are tp-sharded differently");
+        Refuse(EditCheck::kTpColwiseEscapes, n, v, *s, "it joins `" + first + "` and `" + v + "`, which are sharded differently");
       }
     }
     Set(out, stack && d <= result->dim ? result->dim + 1 : result->dim, result->blocks, result->rule);
@@ -833,7 +823,8 @@ class ShardFlow {
   const Axis axis_;
   const plan::ExecutionPlan& plan_;
   const Program& p_;
-  plan::ProgramEdits& edits_;
+  const plan::ProgramEdits& in_;
+  plan::ProgramEdits* out_;
   const int64_t tp_;
   const std::string where_;
   std::vector<Rule> rules_;
@@ -850,12 +841,11 @@ class ShardFlow {
 }  // namespace
 
 void AddTensorParallelEdits(const plan::ExecutionPlan& plan, const Program& program, plan::ProgramEdits& edits) {
-  ShardFlow(ShardFlow::Axis::kTp, plan, program, edits).Run();
+  ShardFlow(ShardFlow::Axis::kTp, plan, program, edits, &edits).Run();
 }
 
 void CheckSplitDataflow(const plan::ExecutionPlan& plan, const Program& program, const plan::ProgramEdits& edits) {
-  plan::ProgramEdits copy = edits;  // the check edits nothing
-  ShardFlow(ShardFlow::Axis::kCp, plan, program, copy).Run();
+  ShardFlow(ShardFlow::Axis::kCp, plan, program, edits, nullptr).Run();
 }
 
 }  // namespace weft::program

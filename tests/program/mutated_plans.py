@@ -79,28 +79,18 @@ def mutations(lines):
 
 
 def kinds(weft, plan, program, workload, mesh):
+    """The error kinds `weft check --format json` reports, in order, each once."""
     proc = subprocess.run([weft, "check", plan, "--program", program, "--mesh", mesh, "--workload", workload,
                            "--format", "json"], capture_output=True, text=True)
+    try:
+        diagnostics = json.loads(proc.stdout)["diagnostics"]
+    except (json.JSONDecodeError, KeyError):
+        raise SystemExit(f"weft check {plan} --mesh {mesh}: exit {proc.returncode}, no JSON report\n"
+                         f"{proc.stdout}\n{proc.stderr}")
     found = []
-    for line in proc.stdout.splitlines() + proc.stderr.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            doc = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        for d in doc.get("diagnostics", []):
-            if d.get("level") == "error" and d["kind"] not in found:
-                found.append(d["kind"])
-    if not found:
-        try:
-            doc = json.loads(proc.stdout)
-            for d in doc.get("diagnostics", []):
-                if d.get("level") == "error" and d["kind"] not in found:
-                    found.append(d["kind"])
-        except json.JSONDecodeError:
-            pass
+    for d in diagnostics:
+        if d.get("level") == "error" and d["kind"] not in found:
+            found.append(d["kind"])
     if proc.returncode not in (0, 1) or (proc.returncode == 1) != bool(found):
         raise SystemExit(f"weft check {plan} --mesh {mesh}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return found

@@ -37,10 +37,24 @@ Argument Int(int64_t v) {
   return a;
 }
 
-// A program with graph inputs `x` (user) and `w` (parameter `layer.weight`), and the nodes given.
+Argument Ints(std::vector<int64_t> v) {
+  Argument a;
+  a.kind = AK::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+
+// A symbolic size as torch.export records it (sympy srepr) with its hint.
+SymInt Sym(const std::string& symbol, int64_t hint) {
+  return SymInt{true, hint, "Symbol('" + symbol + "', positive=True, integer=True)"};
+}
+
+// A program with graph inputs `x` (user) and `w` (parameter `layer.weight`), or none with
+// `bare`, and the nodes given.
 class Builder {
  public:
-  Builder() {
+  explicit Builder(bool bare = false) {
+    if (bare) return;
     Input("x", {2, 8}, InputSpec::Kind::kUserInput, "");
     Input("w", {8, 8}, InputSpec::Kind::kParameter, "layer.weight");
   }
@@ -168,10 +182,7 @@ TEST(ShardFlow, TensorParallelHeadReshapeBecomesLocal) {
   // the dim it fills; the 4 (head_dim) stays.
   Builder b;
   b.Add("y", "linear.default", {In("input", Tensor("x")), In("weight", Tensor("w"))}, {2, 8});
-  Argument shape;
-  shape.kind = AK::kInts;
-  shape.ints = {2, 2, 4};
-  b.Add("v", "view.default", {In("self", Tensor("y")), In("size", shape)}, {2, 2, 4});
+  b.Add("v", "view.default", {In("self", Tensor("y")), In("size", Ints({2, 2, 4}))}, {2, 2, 4});
   b.Add("s", "sum.dim_IntList", {In("self", Tensor("v")), In("dim", Int(1))}, {2, 4});
   b.Output("s");
   plan::ProgramEdits edits;
@@ -209,10 +220,7 @@ TEST(ShardFlow, SplitNeverGathered) {
 TEST(ShardFlow, LocalAttentionOverSplitKeys) {
   // q, k, v = x viewed as (1, 1, 2, 8): split keys, no context-parallel attention edit.
   Builder b;
-  Argument shape;
-  shape.kind = AK::kInts;
-  shape.ints = {1, 1, 2, 8};
-  b.Add("q", "view.default", {In("self", Tensor("x")), In("size", shape)}, {1, 1, 2, 8});
+  b.Add("q", "view.default", {In("self", Tensor("x")), In("size", Ints({1, 1, 2, 8}))}, {1, 1, 2, 8});
   b.Add("o", "scaled_dot_product_attention.default",
         {In("query", Tensor("q")), In("key", Tensor("q")), In("value", Tensor("q"))}, {1, 1, 2, 8});
   b.Output("o");
@@ -228,15 +236,13 @@ TEST(LocalSizes, RefusesAFullLengthNoShardCarries) {
   // x (2, s0) is split along s0 for the uses inside module `blk`; y = x.sum(1) there is a shard
   // without an s0 dim; at the root, view(y, [z]) with z = s0 runs on that shard, but the only
   // shard with an s0 dim (x's split) is visible inside `blk` alone.
-  Builder b;
-  b.p.inputs.clear();
-  b.p.input_specs.clear();
+  Builder b(/*bare=*/true);
   b.Input("x", {2, 8}, InputSpec::Kind::kUserInput, "");
-  b.p.tensor_values["x"].sizes[1] = SymInt{true, 8, "Symbol('s0', positive=True, integer=True)"};
+  b.p.tensor_values["x"].sizes[1] = Sym("s0", 8);
   b.p.module_stacks = {{ModuleFrame{"blk", "Block", "Block"}}};
   b.Add("y", "sum.dim_IntList", {In("self", Tensor("x")), In("dim", Int(1))}, {2});
   b.p.nodes.back().stack = 0;
-  b.p.sym_int_values["z"] = SymInt{true, 8, "Symbol('s0', positive=True, integer=True)"};
+  b.p.sym_int_values["z"] = Sym("s0", 8);
   Argument shape;
   shape.kind = AK::kSymInts;
   shape.sym_ints = {SymIntRef{true, "z", 0}};
@@ -254,18 +260,13 @@ TEST(LocalSizes, RefusesAFullLengthNoShardCarries) {
 TEST(LocalSizes, RefusesAMaskNotLaidOutWithItsKeys) {
   // Context-parallel attention over split keys x (1, 1, s0, 8), with a whole mask (1, s5) over
   // keys of another length: neither one split stream nor a concatenation of split streams.
-  Builder b;
-  b.p.inputs.clear();
-  b.p.input_specs.clear();
+  Builder b(/*bare=*/true);
   b.Input("x", {1, 8, 8}, InputSpec::Kind::kUserInput, "");
-  b.p.tensor_values["x"].sizes[1] = SymInt{true, 8, "Symbol('s0', positive=True, integer=True)"};
+  b.p.tensor_values["x"].sizes[1] = Sym("s0", 8);
   b.Input("m", {1, 6}, InputSpec::Kind::kUserInput, "");
-  b.p.tensor_values["m"].sizes[1] = SymInt{true, 6, "Symbol('s5', positive=True, integer=True)"};
-  Argument shape;
-  shape.kind = AK::kInts;
-  shape.ints = {1, 1, 8, 8};
-  b.Add("q", "view.default", {In("self", Tensor("x")), In("size", shape)}, {1, 1, 8, 8});
-  b.p.tensor_values["q"].sizes[2] = b.p.tensor_values["x"].sizes[1];
+  b.p.tensor_values["m"].sizes[1] = Sym("s5", 6);
+  b.Add("q", "view.default", {In("self", Tensor("x")), In("size", Ints({1, 1, 8, 8}))}, {1, 1, 8, 8});
+  b.p.tensor_values["q"].sizes[2] = Sym("s0", 8);
   b.Add("o", "scaled_dot_product_attention.default",
         {In("query", Tensor("q")), In("key", Tensor("q")), In("value", Tensor("q")), In("attn_mask", Tensor("m"))},
         {1, 1, 8, 8});
