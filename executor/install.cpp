@@ -19,14 +19,6 @@ namespace {
 
 constexpr int64_t kHashBytes = 64;
 
-void CheckMesh(const plan::ExecutionPlan& plan, const dist::DistContext& ctx) {
-  const dist::MeshShape& shape = ctx.mesh().shape();
-  if (plan.mesh.Ring() != shape.ring || plan.mesh.Ulysses() != shape.ulysses || plan.mesh.Tp() != shape.tp) {
-    throw ExecError("rank " + std::to_string(ctx.rank()) + ": the plan was compiled for mesh " + plan.mesh.ToString() +
-                    " but this job runs on " + shape.ToString());
-  }
-}
-
 // Rowwise tensor parallelism: every rank holds a slice of the input features, so forward
 // gives partial sums; they are all-reduced over the tp axis and the bias is added once.
 class RowwiseReduceHook : public nn::Hook {
@@ -107,6 +99,14 @@ void LoadPlannedWeights(const plan::ExecutionPlan& plan, nn::Module& model, cons
     auto spec = specs.find(key);
     return spec == specs.end() ? at::Tensor() : LoadShard(file, key, spec->second, type);
   });
+}
+
+void CheckMesh(const plan::ExecutionPlan& plan, const dist::DistContext& ctx) {
+  const dist::MeshShape& shape = ctx.mesh().shape();
+  if (plan.mesh.Ring() != shape.ring || plan.mesh.Ulysses() != shape.ulysses || plan.mesh.Tp() != shape.tp) {
+    throw ExecError("rank " + std::to_string(ctx.rank()) + ": the plan was compiled for mesh " + plan.mesh.ToString() +
+                    " but this job runs on " + shape.ToString());
+  }
 }
 
 void CheckSameOnAllRanks(dist::DistContext& ctx, const std::string& what, const std::string& hash) {

@@ -57,6 +57,10 @@ void LoadPlannedWeights(const plan::ExecutionPlan& plan, nn::Module& model, cons
 // shards stay: to run unsharded again, reload the weights.
 void Uninstall(nn::Module& model);
 
+// Throws ExecError when `plan` was compiled for another mesh than the one `ctx` runs (a
+// compiled plan for tp=2 on a job started as ulysses=2 would otherwise shard by the wrong axis).
+void CheckMesh(const plan::ExecutionPlan& plan, const dist::DistContext& ctx);
+
 // Compares `hash` across every rank of the world (one all-gather of 64 bytes). Throws
 // ExecError listing the ranks whose hash differs from rank 0's.
 void CheckSameOnAllRanks(dist::DistContext& ctx, const std::string& what, const std::string& hash);

@@ -317,6 +317,7 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
   ProgramBackend backend(ctx);
   if (sharded) {
     plan = ProgramPlan(o, *program, in);
+    CheckMesh(*plan, ctx);
     CheckSameOnAllRanks(ctx, "plan", plan::PlanContentHash(*plan));
     edited = std::make_shared<program::Program>(*program);
     program::ApplyEdits(*edited, *plan->program);

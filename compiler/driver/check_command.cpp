@@ -3,7 +3,6 @@
 // 0 when all combinations are clean, 1 when any has diagnostics, 2 on usage or I/O errors.
 #include <CLI/CLI.hpp>
 
-#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -13,51 +12,10 @@
 #include "compiler/diag/consumer.h"
 #include "compiler/driver/commands.h"
 #include "compiler/driver/compile_inputs.h"
-#include "compiler/program/edits.h"
-#include "compiler/program/lowering.h"
-#include "compiler/program/plan_edit_error.h"
+#include "compiler/driver/program_lowering.h"
 
 namespace weft::driver {
 namespace {
-
-const diag::DiagnosticDef<std::string>& DiagnosticOf(program::EditCheck check) {
-  using C = program::EditCheck;
-  switch (check) {
-    case C::kProgramLacksValue: return ProgramLacksPlanValue;
-    case C::kFullLengthWithoutShard: return FullLengthWithoutShard;
-    case C::kCpAttentionOverWholeKeys: return ContextParallelOverWholeKeys;
-    case C::kMaskNotLaidOutWithKeys: return MaskNotLaidOutWithKeys;
-    case C::kTpReducesShardedDim: return TpShardedDimReduced;
-    case C::kTpColwiseEscapes: return ColwiseOutputEscapes;
-    case C::kTpRowwiseInputNotSharded: return RowwiseInputNotSharded;
-    case C::kTpAttentionHeadsMismatch: return TpAttentionHeadsMismatch;
-    case C::kTpUnsupportedOperator: return TpUnsupportedOperator;
-    case C::kTpShardReachesOutput: return TpShardReachesOutput;
-    case C::kCpReducesSplitDim: return SplitDimReduced;
-    case C::kCpSplitMixedWithWhole: return SplitMixedWithWhole;
-    case C::kLocalAttentionOverSplitKeys: return LocalAttentionOverSplitKeys;
-    case C::kCpUnsupportedOperator: return SplitThroughUnsupportedOperator;
-    case C::kSplitNeverGathered: return SplitNeverGathered;
-    case C::kGatherOfUnsplitValue: return GatherOfUnsplitValue;
-  }
-  return PlanDoesNotLowerToProgram;
-}
-
-// The source range of the plan rule at `origin` in `plan` (to the end of its line), or an
-// invalid range when the origin is unknown or in another file.
-source::SourceRange RuleRange(const source::SourceBuffer& plan, const plan::Origin& origin) {
-  if (!origin.Known() || origin.file != plan.filename() || origin.line < 1 ||
-      static_cast<uint32_t>(origin.line) > plan.line_count()) {
-    return {};
-  }
-  const std::string_view line = plan.LineText(static_cast<uint32_t>(origin.line));
-  const size_t col = static_cast<size_t>(std::max(1, origin.col)) - 1;
-  if (col >= line.size()) return {};
-  size_t end = line.size();
-  while (end > col && (line[end - 1] == ' ' || line[end - 1] == '\r' || line[end - 1] == '\n')) --end;
-  const uint32_t offset = static_cast<uint32_t>(line.data() - plan.text().data() + col);
-  return plan.RangeAt(plan.id(), offset, static_cast<uint32_t>(end - col));
-}
 
 // Sends every diagnostic of one batch to `next`, sorted, without repeating one already sent
 // (the same plan line is often wrong for several meshes or workloads).
@@ -91,25 +49,8 @@ int RunCheck(const CompileOptions& o) {
     diag::Emitter diags(in.sources, collected, o.max_errors);
     std::optional<plan::ExecutionPlan> compiled = CompileAst(*in.plans[c.plan], in.graphs[c.graph], BindOptionsFor(in, c), diags);
     bool ok = compiled.has_value();
-    if (ok && !diags.has_errors() && in.programs[c.graph] != nullptr) {
-      // Into the program itself: every edit decided, and applied to a copy, as weft-run will.
-      try {
-        const program::Program& p = *in.programs[c.graph];
-        const plan::ProgramEdits edits = program::LowerToProgram(*compiled, p, in.graph_files[c.graph]);
-        program::Program edited = p;
-        program::ApplyEdits(edited, edits);
-      } catch (const program::PlanEditError& e) {
-        // At the rule, with the node in a note.
-        const source::SourceRange at = RuleRange(in.sources.Get(in.plans[c.plan]->file), e.origin());
-        auto built = diags.Build(at, DiagnosticOf(e.check()), e.what());
-        if (!e.node().empty()) built.NoteAt(diag::Location{}, AtProgramNode, e.node(), e.module());
-        built.Emit();
-        ok = false;
-      } catch (const program::ProgramError& e) {
-        diags.EmitAt(diag::Location{}, PlanDoesNotLowerToProgram, e.what());
-        ok = false;
-      }
-    }
+    // Into the program itself: every edit decided, and applied to a copy, as weft-run will.
+    if (ok && !diags.has_errors() && in.programs[c.graph] != nullptr) ok = LowerIntoProgram(in, c, *compiled, diags);
     if (ok && !diags.has_errors()) {
       ++clean;
       continue;

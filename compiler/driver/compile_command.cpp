@@ -1,5 +1,7 @@
-// `weft compile PLAN --mesh M [--workload W] [--graph G] [-o plan.json]`: the ExecutionPlan
-// (weft.plan/1 JSON) for one graph, mesh and workload. Exit status as for `weft check`.
+// `weft compile PLAN --mesh M [--workload W] [--graph G | --program P] [-o plan.json]`: the
+// ExecutionPlan (weft.plan/1 JSON) for one graph, mesh and workload; against a program, with its
+// edits of the program (what `weft-run --program P --compiled plan.json` runs). Exit status as
+// for `weft check`.
 #include <CLI/CLI.hpp>
 
 #include <fstream>
@@ -11,6 +13,7 @@
 #include "compiler/diag/consumer.h"
 #include "compiler/driver/commands.h"
 #include "compiler/driver/compile_inputs.h"
+#include "compiler/driver/program_lowering.h"
 
 namespace weft::driver {
 namespace {
@@ -47,8 +50,10 @@ int RunCompile(const CompileCommandOptions& options) {
   const Combination& c = in.combinations.front();
   std::optional<plan::ExecutionPlan> plan =
       CompileAst(*in.plans[c.plan], in.graphs[c.graph], BindOptionsFor(in, c), diags);
+  // A plan compiled against a program carries its edits of that program (weft-run --compiled).
+  const bool lowered = plan && in.programs[c.graph] != nullptr ? LowerIntoProgram(in, c, *plan, diags) : true;
   sorted.Flush();
-  if (!plan) return 1;
+  if (!plan || !lowered) return 1;
   const std::string text = options.dump ? plan::DumpPlan(*plan) : plan::WritePlanJson(*plan);
   if (options.output.empty() || options.output == "-") {
     std::cout << text;
