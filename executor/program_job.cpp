@@ -512,9 +512,9 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
     const double tolerance = o.expect_tolerance.value_or(dtype == at::kFloat ? 1e-4 : 2e-2);
     Json outputs = Json::array();
     bool passed = finite;
+    const std::vector<std::string> keys = file.Keys();
     for (size_t i = 0; i < output.size(); ++i) {
       const std::string key = i == 0 ? "output" : "output_" + std::to_string(i);
-      const std::vector<std::string> keys = file.Keys();
       if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
         throw ExecError("--expect " + o.expect + ": no tensor `" + key + "` (the program has " +
                         std::to_string(output.size()) + " output(s), written as output, output_1, ...)");
