@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/nn/cpu_kernels.h"
+
 namespace weft::nn::onednn {
 namespace {
 
@@ -91,13 +93,20 @@ at::Tensor Matmul(Linear& proj, const at::Tensor& weight, const at::Tensor& x, i
     stack = {input, add->reshape({-1, weight.size(0)}).contiguous(), w, b, c10::IValue(std::string("add"))};
     BinaryOp()->callBoxed(&stack);
   } else {
-    const char* attr = epilogue == Epilogue::kNone ? "none" : "gelu";
-    const char* algorithm = epilogue == Epilogue::kGeluTanh ? "tanh" : epilogue == Epilogue::kGeluErf ? "none" : "";
-    stack = {input, w, b, c10::IValue(std::string(attr)), c10::IValue(c10::List<std::optional<at::Scalar>>()),
-             c10::IValue(std::string(algorithm))};
+    // The tanh GELU runs as weft's own pass over the result: oneDNN's "gelu"/"tanh" post-op
+    // costs 3x as much on AVX2 (10 ms vs 3 ms per million floats, bench in cpu_kernels.h).
+    const bool erf = epilogue == Epilogue::kGeluErf;
+    stack = {input, w, b, c10::IValue(std::string(erf ? "gelu" : "none")),
+             c10::IValue(c10::List<std::optional<at::Scalar>>()), c10::IValue(std::string(erf ? "none" : ""))};
     PointwiseOp()->callBoxed(&stack);
   }
-  return stack.at(0).toTensor().view(shape);
+  at::Tensor out = stack.at(0).toTensor();
+  if (epilogue == Epilogue::kGeluTanh) {
+    TORCH_CHECK(out.is_contiguous() && out.scalar_type() == at::kFloat, "oneDNN Matmul `", proj.fqn(),
+                "`: expected a contiguous fp32 result");
+    cpu::GeluTanhInPlace(out.data_ptr<float>(), out.numel());
+  }
+  return out.view(shape);
 }
 
 }  // namespace weft::nn::onednn
