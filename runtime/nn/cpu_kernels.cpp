@@ -13,27 +13,45 @@ namespace {
 #define WEFT_CPU_CLONES
 #endif
 
+// 1 / sqrt(mean(x[0..dim)^2) + eps), the sum of squares in kLanes independent partial sums so
+// the loop vectorizes without reassociating one float accumulator. Inlined into each clone.
+inline float InverseRms(const float* __restrict x, int64_t dim, float eps) {
+  constexpr int kLanes = 16;
+  float partial[kLanes] = {};
+  int64_t d = 0;
+  for (; d + kLanes <= dim; d += kLanes) {
+    for (int l = 0; l < kLanes; ++l) partial[l] += x[d + l] * x[d + l];
+  }
+  float squares = 0;
+  for (int l = 0; l < kLanes; ++l) squares += partial[l];
+  for (; d < dim; ++d) squares += x[d] * x[d];
+  return 1.0f / std::sqrt(squares / static_cast<float>(dim) + eps);
+}
+
+WEFT_CPU_CLONES void RmsNormRange(const float* __restrict x, int64_t dim, const float* __restrict weight, float eps,
+                                  float* __restrict out, int64_t begin, int64_t end) {
+  for (int64_t row = begin; row < end; ++row) {
+    const float* __restrict xr = x + row * dim;
+    float* __restrict yr = out + row * dim;
+    const float inv = InverseRms(xr, dim, eps);
+    if (weight != nullptr) {
+      for (int64_t d = 0; d < dim; ++d) yr[d] = xr[d] * inv * weight[d];
+    } else {
+      for (int64_t d = 0; d < dim; ++d) yr[d] = xr[d] * inv;
+    }
+  }
+}
+
 // Rows [begin, end) of the flattened (B, S, H) index.
 WEFT_CPU_CLONES void RmsNormRotateRange(const float* __restrict x, int64_t seq, int64_t heads, int64_t dim,
                                         const float* __restrict weight, float eps, const float* __restrict cos,
                                         const float* __restrict sin, float* __restrict out, RowStrides o,
                                         int64_t begin, int64_t end) {
-  constexpr int kLanes = 16;
   for (int64_t row = begin; row < end; ++row) {
     const int64_t h = row % heads, s = (row / heads) % seq, b = row / (heads * seq);
     const float* __restrict xr = x + row * dim;
     float* __restrict yr = out + b * o.batch + s * o.token + h * o.head;
-    // Sum of squares in kLanes independent partial sums, so the loop vectorizes without
-    // reassociating one float accumulator.
-    float partial[kLanes] = {};
-    int64_t d = 0;
-    for (; d + kLanes <= dim; d += kLanes) {
-      for (int l = 0; l < kLanes; ++l) partial[l] += xr[d + l] * xr[d + l];
-    }
-    float squares = 0;
-    for (int l = 0; l < kLanes; ++l) squares += partial[l];
-    for (; d < dim; ++d) squares += xr[d] * xr[d];
-    const float inv = 1.0f / std::sqrt(squares / static_cast<float>(dim) + eps);
+    const float inv = InverseRms(xr, dim, eps);
     const float* __restrict cr = cos + s * dim;
     const float* __restrict sr = sin + s * dim;
     for (int64_t i = 0; i < dim; i += 2) {
@@ -96,6 +114,10 @@ WEFT_CPU_CLONES void GeluTanhRange(float* __restrict x, int64_t begin, int64_t e
 }
 
 }  // namespace
+
+void RmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps, float* out) {
+  at::parallel_for(0, rows, 64, [&](int64_t begin, int64_t end) { RmsNormRange(x, dim, weight, eps, out, begin, end); });
+}
 
 void GeluTanhInPlace(float* x, int64_t n) {
   at::parallel_for(0, n, 1 << 14, [&](int64_t begin, int64_t end) { GeluTanhRange(x, begin, end); });

@@ -21,6 +21,12 @@ struct RowStrides {
 void RmsNormRotate(const float* x, int64_t batch, int64_t seq, int64_t heads, int64_t dim, const float* weight,
                    float eps, const float* cos, const float* sin, float* out, RowStrides out_strides);
 
+// RMSNorm over rows of `dim` floats (torch.nn.functional.rms_norm over the last dim): out = x *
+// rsqrt(mean(x^2) + eps) (* weight when it is not null), x and out contiguous (rows, dim). One
+// pass per row where ATen's CPU rms_norm makes four (pow, mean, two products): ~6x faster on
+// Flux's q/k norms.
+void RmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps, float* out);
+
 // Rotary embedding alone, as diffusers' apply_rotary_emb computes it (use_real, pairs interleaved):
 // for x (B, S, H, D) fp32 contiguous and each pair (a, b) = (x[2i], x[2i+1]),
 // out[2i] = a cos[2i] + (-b) sin[2i] and out[2i+1] = b cos[2i+1] + a sin[2i+1], with cos/sin (S, D)

@@ -64,4 +64,9 @@ at::Tensor CatOrView(const std::vector<at::Tensor>& parts, int64_t dim);
 // otherwise it does nothing and returns false, and the caller runs the modules.
 bool NormRotateInto(RMSNorm& norm, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, at::Tensor& out);
 
+// rms_norm(x, [x.size(-1)], weight, eps) as one pass per row (runtime/nn/cpu_kernels.h RmsNorm)
+// for fp32 CPU x and weight (D,) or none, when fused kernels are on; nullopt elsewhere. ATen's
+// CPU rms_norm makes four passes (pow, mean, two products): 20 ms of a small-Flux forward.
+std::optional<at::Tensor> FastRmsNorm(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps);
+
 }  // namespace weft::nn

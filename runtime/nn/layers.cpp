@@ -73,11 +73,10 @@ Outputs RMSNorm::Forward(Args& args) {
     at::Tensor y = (x.to(at::kFloat) * at::rsqrt(sum / static_cast<double>(full_dim_) + eps_)).to(x.scalar_type());
     return {affine_ ? y * Parameter("weight") : y};
   }
-  if (flavour_ == Flavour::kTorch) {
-    const at::Tensor& x = args.Tensor("x");
-    return {affine_ ? at::rms_norm(x, {dim_}, Parameter("weight"), eps_) : at::rms_norm(x, {dim_}, {}, eps_)};
-  }
-  const at::Tensor& x = args.Tensor("hidden_states");
+  const at::Tensor& x = args.Tensor(flavour_ == Flavour::kTorch ? "x" : "hidden_states");
+  const std::optional<at::Tensor> affine = affine_ ? std::optional<at::Tensor>(Parameter("weight")) : std::nullopt;
+  if (std::optional<at::Tensor> y = FastRmsNorm(x, affine, eps_)) return {*y};  // fp32: both flavours agree
+  if (flavour_ == Flavour::kTorch) return {at::rms_norm(x, {dim_}, affine, eps_)};
   at::Tensor variance = x.to(at::kFloat).pow(2).mean(-1, /*keepdim=*/true);
   at::Tensor y = x * at::rsqrt(variance + eps_);
   if (!affine_) return {y.to(x.scalar_type())};

@@ -6,6 +6,8 @@
 // float rounding, and anything the kernel does not cover (another dtype or device at run time)
 // falls back to the operator itself.
 //   aten.linear(x, W, b), fp32 on CPU   a oneDNN matmul on W packed once (runtime/nn/onednn_linear.h)
+//   aten.rms_norm over the last dim, fp32 on CPU
+//                                       one pass per row (runtime/nn/cpu_kernels.h RmsNorm)
 
 #include <ATen/core/ivalue.h>
 #include <c10/core/Device.h>

@@ -1,4 +1,4 @@
-// runtime/nn/cpu_kernels.h: the hand-written GELU agrees with the exact tanh GELU everywhere on
+// runtime/nn/cpu_kernels.h: RMSNorm matches torch's; the hand-written GELU agrees with the exact tanh GELU everywhere on
 // the float line, odd sizes (vector tails) included, keeps NaN, and gives GELU's limits at +-inf.
 #include "runtime/nn/cpu_kernels.h"
 
@@ -49,6 +49,22 @@ TEST(GeluTanhInPlace, KeepsNanAndGivesTheLimitsAtInfinity) {
   EXPECT_TRUE(std::signbit(x[6]));
   EXPECT_TRUE(std::isnan(at::gelu(at::tensor({-inf}), "tanh").item<float>()));  // where torch's formula has -inf x 0
   EXPECT_EQ(at::gelu(at::tensor({-1e30f}), "tanh").item<float>(), 0.0f);
+}
+
+TEST(RmsNorm, MatchesTorchWithAndWithoutWeightOnOddWidths) {
+  at::manual_seed(7);
+  // Widths below, at and past the 16 partial sums, with a tail; rows of very different scale.
+  for (const int64_t dim : {1, 15, 16, 64, 77, 3072}) {
+    const at::Tensor x = at::randn({5, 3, dim}) * at::logspace(-3, 3, 3).view({1, 3, 1});
+    const at::Tensor w = at::randn({dim});
+    for (const bool weighted : {false, true}) {
+      at::Tensor out = at::empty_like(x);
+      RmsNorm(x.data_ptr<float>(), 15, dim, weighted ? w.data_ptr<float>() : nullptr, 1e-6f, out.data_ptr<float>());
+      const at::Tensor want = at::rms_norm(x.to(at::kDouble), {dim}, weighted ? std::optional<at::Tensor>(w.to(at::kDouble)) : std::nullopt, 1e-6);
+      const double err = ((out.to(at::kDouble) - want).abs() / (want.abs() + 1)).max().item<double>();
+      EXPECT_LE(err, 1e-6) << "dim " << dim << (weighted ? " with weight" : "");
+    }
+  }
 }
 
 }  // namespace
