@@ -159,14 +159,16 @@ std::vector<at::Tensor> ScatterHeads(DistContext& ctx, Axis axis,
   const int64_t n = ctx.AxisSize(axis);
   const int64_t mine = lengths[ctx.AxisRank(axis)];
   const int64_t b = tensors[0].size(0), d = tensors[0].size(3);
-  std::vector<at::Tensor> parts;
-  for (const at::Tensor& t : tensors) {
-    parts.push_back(PadHeadDim(t, padding).reshape({b, mine, n, padding.per_rank, d})
-                        .permute({2, 1, 0, 3, 4}));  // (n, L, B, Hl, D)
-  }
   const int64_t m = static_cast<int64_t>(tensors.size());
-  // (n, L, B, m, Hl, D): rows of chunk j are this rank's tokens for head group j.
-  const at::Tensor send = at::stack(parts, 3).view({n * mine, b, m, padding.per_rank, d});
+  // (n, L, B, m, Hl, D): rows of chunk j are this rank's tokens for head group j. Each tensor is
+  // copied into its slot (at::stack of the permuted views takes ~2x as long on CPU).
+  at::Tensor packed = at::empty({n, mine, b, m, padding.per_rank, d}, tensors[0].options());
+  for (int64_t j = 0; j < m; ++j) {
+    packed.select(3, j).copy_(PadHeadDim(tensors[static_cast<size_t>(j)], padding)
+                                  .reshape({b, mine, n, padding.per_rank, d})
+                                  .permute({2, 1, 0, 3, 4}));  // (n, L, B, Hl, D)
+  }
+  const at::Tensor send = packed.view({n * mine, b, m, padding.per_rank, d});
   const at::Tensor recv = ctx.AllToAllSingle(axis, send, std::vector<int64_t>(n, mine), lengths);
   std::vector<at::Tensor> out;
   for (int64_t j = 0; j < m; ++j) out.push_back(recv.select(2, j).permute({1, 0, 2, 3}));
