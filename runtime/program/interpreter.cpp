@@ -62,7 +62,9 @@ struct Interpreter::Impl {
     std::vector<std::vector<int32_t>> out_lists;
     std::vector<int32_t> free_after;
     size_t node = 0;
-    const char* record_name = "";  // for the profiler (--profile-ops)
+    // The profiler event (--profile-ops) of a fast kernel or an edit; dispatched operators record
+    // themselves.
+    std::string record_name;
   };
   std::vector<Instr> instrs;
   std::unordered_map<std::string, int32_t> slot_of;
@@ -291,7 +293,7 @@ void PrepareDispatch(Impl& impl, size_t n, Instr& instr) {
   }
   instr.kind = Instr::Kind::kDispatch;
   instr.op = op;
-  instr.record_name = node.target.c_str();
+  instr.record_name = node.target;
   const c10::FunctionSchema& schema = op->schema();
   std::vector<bool> used(node.inputs.size(), false);
   for (const c10::Argument& arg : schema.arguments()) {
@@ -459,7 +461,7 @@ void PrepareEdit(Impl& impl, size_t n, Instr& instr) {
   }
   instr.kind = Instr::Kind::kEdit;
   instr.edit = &impl.options.edits->edits[static_cast<size_t>(index->arg.i)];
-  instr.record_name = node.target.c_str();
+  instr.record_name = node.target;
   auto tensor = [&](const char* name, bool optional) {
     Source s;
     for (const program::NamedArgument& in : node.inputs) {
@@ -625,7 +627,7 @@ std::unique_ptr<Interpreter> Interpreter::Load(const program::Program& program, 
       }
       if (n != f.nodes.back()) continue;  // emitted with the last node of its chain
       instr.kind = Instr::Kind::kFast;
-      instr.record_name = "weft::fused";
+      instr.record_name = "weft::" + f.name;
       for (const std::string& input : f.inputs) {
         Source src;
         if (!input.empty()) {
@@ -674,6 +676,7 @@ std::unique_ptr<Interpreter> Interpreter::Load(const program::Program& program, 
         instr.fast = MakeFastKernel(ctx);
         if (instr.fast) {
           instr.kind = Instr::Kind::kFast;
+          instr.record_name = "weft::fast " + node.target;
           ++impl->fast_count;
         }
       }
@@ -834,9 +837,11 @@ std::vector<at::Tensor> Interpreter::Run(const std::vector<c10::IValue>& user_in
         case Instr::Kind::kDispatch:
           instr.op->callBoxed(&stack);
           break;
-        case Instr::Kind::kFast:
+        case Instr::Kind::kFast: {
+          RECORD_FUNCTION(instr.record_name.c_str(), std::vector<c10::IValue>());
           instr.fast->Run(stack, frame);
           break;
+        }
         case Instr::Kind::kEdit: {
           at::Tensor out;
           const plan::ProgramEdit& e = *instr.edit;
