@@ -106,7 +106,7 @@ WEFT_CPU_CLONES void GeluTanhRange(float* __restrict x, int64_t begin, int64_t e
   for (int64_t i = begin; i < end; ++i) {
     const float v = x[i];
     const float t = -(kTwoC * v + kTwoCA * v * v * v);
-    // Past the exp's clamp (v < -9.7) GELU is below 1e-37 in magnitude: -0, as its limit at
+    // Past the exp's clamp (v below about -10) GELU is below 1e-37 in magnitude: -0, as its limit at
     // -inf is (the comparison is false for NaN, which stays NaN).
     const float y = v / (1.0f + ExpClamped(t));
     x[i] = t >= 88.0f ? -0.0f : y;
