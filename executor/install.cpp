@@ -24,19 +24,16 @@ constexpr int64_t kHashBytes = 64;
 class RowwiseReduceHook : public nn::Hook {
  public:
   RowwiseReduceHook(at::Tensor bias, plan::Origin origin, dist::DistContext& ctx)
-      : bias_(std::move(bias)), origin_(std::move(origin)), ctx_(ctx) {}
+      : bias_(bias.defined() ? std::optional<at::Tensor>(std::move(bias)) : std::nullopt),
+        origin_(std::move(origin)),
+        ctx_(ctx) {}
   void PostForward(nn::Module& module, const nn::Args&, nn::Outputs& outputs) override {
-    at::Tensor out = nn::OutputTensor(outputs, 0, module).contiguous();
-    try {
-      ctx_.AllReduce(dist::Axis::kTp, out);
-    } catch (const std::exception& e) {
-      throw ExecError(Where(ctx_, module.fqn(), origin_) + ": rowwise all-reduce failed: " + ErrorText(e));
-    }
-    outputs[0] = bias_.defined() ? out + bias_ : out;
+    outputs[0] = SumRowwisePartials(ctx_, nn::OutputTensor(outputs, 0, module), bias_,
+                                    Where(ctx_, module.fqn(), origin_) + ": rowwise all-reduce");
   }
 
  private:
-  at::Tensor bias_;
+  std::optional<at::Tensor> bias_;
   plan::Origin origin_;
   dist::DistContext& ctx_;
 };
@@ -99,6 +96,17 @@ void LoadPlannedWeights(const plan::ExecutionPlan& plan, nn::Module& model, cons
     auto spec = specs.find(key);
     return spec == specs.end() ? at::Tensor() : LoadShard(file, key, spec->second, type);
   });
+}
+
+at::Tensor SumRowwisePartials(dist::DistContext& ctx, const at::Tensor& partial, const std::optional<at::Tensor>& bias,
+                              const std::string& what) {
+  at::Tensor sum = partial.contiguous();
+  try {
+    ctx.AllReduce(dist::Axis::kTp, sum);
+  } catch (const std::exception& e) {
+    throw ExecError(what + " failed: " + ErrorText(e));
+  }
+  return bias ? sum.add_(*bias) : sum;
 }
 
 void CheckMesh(const plan::ExecutionPlan& plan, const dist::DistContext& ctx) {

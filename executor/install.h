@@ -4,6 +4,7 @@
 // becomes a hook on its module, every attention step sets its site's kernel. The model is
 // then run as usual (nn::Call on the root) and computes the sharded forward.
 
+#include <optional>
 #include <string>
 
 #include "compiler/plan/execution_plan.h"
@@ -60,6 +61,12 @@ void Uninstall(nn::Module& model);
 // Throws ExecError when `plan` was compiled for another mesh than the one `ctx` runs (a
 // compiled plan for tp=2 on a job started as ulysses=2 would otherwise shard by the wrong axis).
 void CheckMesh(const plan::ExecutionPlan& plan, const dist::DistContext& ctx);
+
+// A rowwise layer's partial sums (each rank holds a slice of its input features) summed over
+// the tp axis, `bias` added once. `what` names the step for the ExecError a failed all-reduce
+// becomes ("<rank> <module> (rule at ...): rowwise all-reduce").
+at::Tensor SumRowwisePartials(dist::DistContext& ctx, const at::Tensor& partial, const std::optional<at::Tensor>& bias,
+                              const std::string& what);
 
 // Compares `hash` across every rank of the world (one all-gather of 64 bytes). Throws
 // ExecError listing the ranks whose hash differs from rank 0's.

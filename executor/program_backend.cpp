@@ -3,10 +3,11 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
-#include <limits>
 #include <numeric>
 
 #include "executor/exec_error.h"
+#include "executor/install.h"
+#include "runtime/nn/layers.h"
 
 namespace weft::exec {
 
@@ -108,41 +109,23 @@ at::Tensor ProgramBackend::Attention(const at::Tensor& q, const at::Tensor& k, c
 }
 
 at::Tensor ProgramBackend::AllReduce(at::Tensor x, const std::optional<at::Tensor>& bias, const plan::ProgramEdit& edit) {
-  at::Tensor sum = x.contiguous();
-  try {
-    ctx_.AllReduce(dist::Axis::kTp, sum);
-  } catch (const std::exception& e) {
-    throw ExecError(Where(ctx_, edit.module, edit.origin) + ": rowwise all-reduce of `" + edit.value +
-                    "` failed: " + e.what());
-  }
-  return bias ? sum.add_(*bias) : sum;
+  return SumRowwisePartials(ctx_, x, bias, Where(ctx_, edit.module, edit.origin) + ": rowwise all-reduce of `" + edit.value + "`");
 }
 
 at::Tensor ProgramBackend::RmsNorm(const at::Tensor& x, int64_t normalized_dims, const std::optional<at::Tensor>& weight,
                                    std::optional<double> eps, const plan::ProgramEdit& edit) {
+  const std::string where = Where(ctx_, edit.module, edit.origin);
   if (normalized_dims < 1 || normalized_dims > x.dim() || edit.new_value <= 0) {
-    throw ExecError(Where(ctx_, edit.module, edit.origin) + ": sharded RMS norm of " + std::to_string(normalized_dims) +
-                    " dims over a full width of " + std::to_string(edit.new_value) + " on a rank-" +
-                    std::to_string(x.dim()) + " tensor");
+    throw ExecError(where + ": sharded RMS norm of " + std::to_string(normalized_dims) + " dims over a full width of " +
+                    std::to_string(edit.new_value) + " on a rank-" + std::to_string(x.dim()) + " tensor");
   }
-  std::vector<int64_t> dims;
-  for (int64_t d = x.dim() - normalized_dims; d < x.dim(); ++d) dims.push_back(d);
-  // As aten's rms_norm: statistics in fp32, eps defaulting to the input dtype's epsilon.
-  const at::Tensor xf = x.to(at::kFloat);
-  at::Tensor sum = xf.pow(2).sum(dims, /*keepdim=*/true).contiguous();
-  try {
-    ctx_.AllReduce(dist::Axis::kTp, sum);
-  } catch (const std::exception& e) {
-    throw ExecError(Where(ctx_, edit.module, edit.origin) + ": all-reduce of the RMS statistics of `" + edit.value +
-                    "` failed: " + e.what());
-  }
-  const double epsilon = eps ? *eps
-                             : x.scalar_type() == at::kBFloat16 ? 0.0078125
-                             : x.scalar_type() == at::kHalf     ? 0.0009765625
-                             : x.scalar_type() == at::kDouble   ? std::numeric_limits<double>::epsilon()
-                                                                : static_cast<double>(std::numeric_limits<float>::epsilon());
-  at::Tensor y = (xf * at::rsqrt(sum / static_cast<double>(edit.new_value) + epsilon)).to(x.scalar_type());
-  return weight ? y * *weight : y;
+  return nn::ShardedRmsNorm(x, normalized_dims, edit.new_value, weight, eps, [&](at::Tensor& sum) {
+    try {
+      ctx_.AllReduce(dist::Axis::kTp, sum);
+    } catch (const std::exception& e) {
+      throw ExecError(where + ": all-reduce of the RMS statistics of `" + edit.value + "` failed: " + ErrorText(e));
+    }
+  });
 }
 
 }  // namespace weft::exec

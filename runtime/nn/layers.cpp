@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <limits>
 #include <stdexcept>
 
 #include "runtime/nn/fused.h"
@@ -65,16 +66,26 @@ void RMSNorm::ShardStatistics(std::function<void(at::Tensor&)> sum_over_shards, 
   full_dim_ = full_dim;
 }
 
+at::Tensor ShardedRmsNorm(const at::Tensor& x, int64_t dims, int64_t full_width, const std::optional<at::Tensor>& weight,
+                          std::optional<double> eps, const std::function<void(at::Tensor&)>& sum_over_shards) {
+  TORCH_CHECK(dims >= 1 && dims <= x.dim() && full_width > 0, "sharded RMS norm of ", dims,
+              " dims over a full width of ", full_width, " on a rank-", x.dim(), " tensor");
+  std::vector<int64_t> reduced;
+  for (int64_t d = x.dim() - dims; d < x.dim(); ++d) reduced.push_back(d);
+  const at::Tensor xf = x.to(at::kFloat);
+  at::Tensor sum = xf.pow(2).sum(reduced, /*keepdim=*/true).contiguous();
+  sum_over_shards(sum);
+  const double epsilon = eps ? *eps : AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "rms_norm eps", [] {
+    return static_cast<double>(std::numeric_limits<scalar_t>::epsilon());
+  });
+  at::Tensor y = (xf * at::rsqrt(sum / static_cast<double>(full_width) + epsilon)).to(x.scalar_type());
+  return weight ? y * *weight : y;
+}
+
 Outputs RMSNorm::Forward(Args& args) {
-  if (sum_over_shards_) {
-    const at::Tensor& x = args.Tensor(flavour_ == Flavour::kTorch ? "x" : "hidden_states");
-    at::Tensor sum = x.to(at::kFloat).pow(2).sum(-1, /*keepdim=*/true).contiguous();
-    sum_over_shards_(sum);
-    at::Tensor y = (x.to(at::kFloat) * at::rsqrt(sum / static_cast<double>(full_dim_) + eps_)).to(x.scalar_type());
-    return {affine_ ? y * Parameter("weight") : y};
-  }
   const at::Tensor& x = args.Tensor(flavour_ == Flavour::kTorch ? "x" : "hidden_states");
   const std::optional<at::Tensor> affine = affine_ ? std::optional<at::Tensor>(Parameter("weight")) : std::nullopt;
+  if (sum_over_shards_) return {ShardedRmsNorm(x, 1, full_dim_, affine, eps_, sum_over_shards_)};
   if (std::optional<at::Tensor> y = FastRmsNorm(x, affine, eps_)) return {*y};  // fp32: both flavours agree
   if (flavour_ == Flavour::kTorch) return {at::rms_norm(x, {dim_}, affine, eps_)};
   at::Tensor variance = x.to(at::kFloat).pow(2).mean(-1, /*keepdim=*/true);

@@ -39,32 +39,44 @@ class PackedLinear final : public FastKernel {
 };
 
 // aten.rms_norm(input, normalized_shape, weight?, eps?) over the last dim as one pass per row
-// (nn::FastRmsNorm); any other normalized_shape, dtype or device runs the operator. eps None is
-// torch's: the input dtype's machine epsilon.
+// (nn::FastRmsNorm); made only for a one-entry normalized_shape, and when that entry is not the
+// input's last size, or for another dtype or device, the operator runs. eps None is torch's: the
+// input dtype's machine epsilon.
 class RmsNormKernel final : public FastKernel {
  public:
   void Run(std::vector<c10::IValue>& stack, std::vector<c10::IValue>&) override {
     const at::Tensor x = stack[0].toTensor();
-    const std::vector<int64_t> shape = stack[1].toIntVector();
     std::optional<at::Tensor> weight;
     if (!stack[2].isNone()) weight = stack[2].toTensor();
     const std::optional<double> eps = stack[3].isNone() ? std::nullopt : std::optional<double>(stack[3].toDouble());
     std::optional<at::Tensor> out;
-    if (shape.size() == 1 && x.dim() >= 1 && shape[0] == x.size(-1)) {
+    if (x.dim() >= 1 && stack[1].toIntList().get(0) == x.size(-1)) {
       out = nn::FastRmsNorm(x, weight, eps ? *eps : std::numeric_limits<float>::epsilon());
     }
-    if (!out) out = at::rms_norm(x, shape, weight, eps);
+    if (!out) out = at::rms_norm(x, stack[1].toDimVector(), weight, eps);
     stack.clear();
     stack.push_back(std::move(*out));
   }
 };
+
+// Whether `node`'s normalized_shape has exactly one entry (constant or symbolic).
+bool NormalizesOneDim(const program::Node& node) {
+  for (const program::NamedArgument& in : node.inputs) {
+    if (in.name != "normalized_shape") continue;
+    return (in.arg.kind == program::Argument::Kind::kInts && in.arg.ints.size() == 1) ||
+           (in.arg.kind == program::Argument::Kind::kSymInts && in.arg.sym_ints.size() == 1);
+  }
+  return false;
+}
 
 }  // namespace
 
 std::unique_ptr<FastKernel> MakeFastKernel(const FastKernelContext& ctx) {
   if (!ctx.device.is_cpu()) return nullptr;
   if (ctx.node.target == "torch.ops.aten.linear.default" && nn::onednn::Available()) return std::make_unique<PackedLinear>();
-  if (ctx.node.target == "torch.ops.aten.rms_norm.default") return std::make_unique<RmsNormKernel>();
+  if (ctx.node.target == "torch.ops.aten.rms_norm.default" && NormalizesOneDim(ctx.node)) {
+    return std::make_unique<RmsNormKernel>();
+  }
   return nullptr;
 }
 

@@ -293,7 +293,6 @@ void PrepareDispatch(Impl& impl, size_t n, Instr& instr) {
   }
   instr.kind = Instr::Kind::kDispatch;
   instr.op = op;
-  instr.record_name = node.target;
   const c10::FunctionSchema& schema = op->schema();
   std::vector<bool> used(node.inputs.size(), false);
   for (const c10::Argument& arg : schema.arguments()) {
@@ -843,6 +842,7 @@ std::vector<at::Tensor> Interpreter::Run(const std::vector<c10::IValue>& user_in
           break;
         }
         case Instr::Kind::kEdit: {
+          RECORD_FUNCTION(instr.record_name.c_str(), std::vector<c10::IValue>());
           at::Tensor out;
           const plan::ProgramEdit& e = *instr.edit;
           if (e.kind == plan::ProgramEdit::Kind::kSplit) {
