@@ -37,7 +37,7 @@ PROGRAMS = {
 SECTION = re.compile(r"^(context_parallel|tensor_parallel)\s*\{")
 BLOCK = re.compile(r'^\s*(split|gather)\s+("[^"]*")\s*\{')
 RULE = re.compile(r'^\s*(split|gather|attention|colwise|rowwise|replicate)\s+("[^"]*")(.*)$')
-ITEM = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*|output\s+\d+)\s+.*$")
+ITEM = re.compile(r"^\s*(output\s+\d+|[A-Za-z_][A-Za-z0-9_]*)\s+.*$")
 
 
 def mutations(lines):
