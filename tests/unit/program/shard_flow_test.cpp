@@ -83,6 +83,10 @@ class Builder {
     p.nodes.push_back(std::move(n));
     Meta(out, std::move(sizes));
   }
+  // out = linear(x, w): the (2, 8) output of the layer Colwise() shards.
+  void Linear(const std::string& out) {
+    Add(out, "linear.default", {In("input", Tensor("x")), In("weight", Tensor("w"))}, {2, 8});
+  }
   void Output(const std::string& name) {
     p.outputs.push_back(Tensor(name));
     OutputSpec o;
@@ -144,44 +148,52 @@ void ExpectRefused(F&& f, EditCheck check, const std::string& message) {
   }
 }
 
+// AddTensorParallelEdits of `plan` refuses `p` with `check` and `message`.
+void ExpectTpRefused(const plan::ExecutionPlan& plan, const Program& p, EditCheck check, const std::string& message) {
+  plan::ProgramEdits edits;
+  ExpectRefused([&] { AddTensorParallelEdits(plan, p, edits); }, check, message);
+}
+
+// CheckSplitDataflow of SplitX(0) on ulysses=2 refuses `p` with `check` and `message`.
+void ExpectSplitRefused(const Program& p, EditCheck check, const std::string& message) {
+  ExpectRefused([&] { CheckSplitDataflow(Mesh(plan::kUlyssesAxis), p, SplitX(0)); }, check, message);
+}
+
 TEST(ShardFlow, TensorParallelRefusesAnOperatorItDoesNotFollow) {
   Builder b;
-  b.Add("y", "linear.default", {In("input", Tensor("x")), In("weight", Tensor("w"))}, {2, 8});
+  b.Linear("y");
   b.Add("z", "sort.default", {In("self", Tensor("y"))}, {2, 8});
   b.Output("z");
-  plan::ProgramEdits edits;
-  ExpectRefused([&] { AddTensorParallelEdits(Colwise(), b.p, edits); }, EditCheck::kTpUnsupportedOperator,
-                "program: tensor parallelism cannot shard node `z` (sort.default) at the root: weft does not follow a "
-                "sharding through this operator; it reads `y`, tp-sharded along dim 1 in blocks [8]; its sharding "
-                "comes from the TP rule for `layer` (rule at plan.weft:3:3)");
+  ExpectTpRefused(Colwise(), b.p, EditCheck::kTpUnsupportedOperator,
+      "program: tensor parallelism cannot shard node `z` (sort.default) at the root: weft does not follow a "
+      "sharding through this operator; it reads `y`, tp-sharded along dim 1 in blocks [8]; its sharding "
+      "comes from the TP rule for `layer` (rule at plan.weft:3:3)");
 }
 
 TEST(ShardFlow, TensorParallelRefusesAShardReachingTheOutput) {
   Builder b;
-  b.Add("y", "linear.default", {In("input", Tensor("x")), In("weight", Tensor("w"))}, {2, 8});
+  b.Linear("y");
   b.Add("z", "gelu.default", {In("self", Tensor("y"))}, {2, 8});
   b.Output("z");
-  plan::ProgramEdits edits;
-  ExpectRefused([&] { AddTensorParallelEdits(Colwise(), b.p, edits); }, EditCheck::kTpShardReachesOutput,
-                "program: `z` reaches the program's output tp-sharded along dim 1 (no rowwise layer reduces it); its "
-                "sharding comes from the TP rule for `layer` (rule at plan.weft:3:3)");
+  ExpectTpRefused(Colwise(), b.p, EditCheck::kTpShardReachesOutput,
+      "program: `z` reaches the program's output tp-sharded along dim 1 (no rowwise layer reduces it); its "
+      "sharding comes from the TP rule for `layer` (rule at plan.weft:3:3)");
 }
 
 TEST(ShardFlow, TensorParallelRefusesAParameterTheProgramLacks) {
   Builder b;
-  b.Add("y", "linear.default", {In("input", Tensor("x")), In("weight", Tensor("w"))}, {2, 8});
+  b.Linear("y");
   b.Output("y");
-  plan::ProgramEdits edits;
-  ExpectRefused([&] { AddTensorParallelEdits(Colwise("other"), b.p, edits); }, EditCheck::kProgramLacksValue,
-                "program: the plan shards parameter `other.weight` (rule at plan.weft:3:3), which the program has no "
-                "parameter for");
+  ExpectTpRefused(Colwise("other"), b.p, EditCheck::kProgramLacksValue,
+      "program: the plan shards parameter `other.weight` (rule at plan.weft:3:3), which the program has no "
+      "parameter for");
 }
 
 TEST(ShardFlow, TensorParallelHeadReshapeBecomesLocal) {
   // y (2, 8) colwise -> view (2, 2, 4): the 2 of the heads dim becomes 1 on each of 2 ranks, by
   // the dim it fills; the 4 (head_dim) stays.
   Builder b;
-  b.Add("y", "linear.default", {In("input", Tensor("x")), In("weight", Tensor("w"))}, {2, 8});
+  b.Linear("y");
   b.Add("v", "view.default", {In("self", Tensor("y")), In("size", Ints({2, 2, 4}))}, {2, 2, 4});
   b.Add("s", "sum.dim_IntList", {In("self", Tensor("v")), In("dim", Int(1))}, {2, 4});
   b.Output("s");
@@ -202,19 +214,19 @@ TEST(ShardFlow, SplitRefusesAnOperatorItDoesNotFollow) {
   Builder b;
   b.Add("z", "sort.default", {In("self", Tensor("x"))}, {2, 8});
   b.Output("z");
-  ExpectRefused([&] { CheckSplitDataflow(Mesh(plan::kUlyssesAxis), b.p, SplitX(0)); }, EditCheck::kCpUnsupportedOperator,
-                "program: a context-parallel split cannot pass node `z` (sort.default) at the root: weft does not "
-                "follow a sharding through this operator; it reads `x`, split along dim 0 in blocks [2]; its split "
-                "comes from the plan's rule for the root (rule at plan.weft:5:5)");
+  ExpectSplitRefused(b.p, EditCheck::kCpUnsupportedOperator,
+      "program: a context-parallel split cannot pass node `z` (sort.default) at the root: weft does not "
+      "follow a sharding through this operator; it reads `x`, split along dim 0 in blocks [2]; its split "
+      "comes from the plan's rule for the root (rule at plan.weft:5:5)");
 }
 
 TEST(ShardFlow, SplitNeverGathered) {
   Builder b;
-  b.Add("y", "linear.default", {In("input", Tensor("x")), In("weight", Tensor("w"))}, {2, 8});
+  b.Linear("y");
   b.Output("y");
-  ExpectRefused([&] { CheckSplitDataflow(Mesh(plan::kUlyssesAxis), b.p, SplitX(0)); }, EditCheck::kSplitNeverGathered,
-                "program: `y` reaches the program's output split along dim 0 (no gather of the plan joins it); its "
-                "split comes from the plan's rule for the root (rule at plan.weft:5:5)");
+  ExpectSplitRefused(b.p, EditCheck::kSplitNeverGathered,
+      "program: `y` reaches the program's output split along dim 0 (no gather of the plan joins it); its "
+      "split comes from the plan's rule for the root (rule at plan.weft:5:5)");
 }
 
 TEST(ShardFlow, LocalAttentionOverSplitKeys) {
@@ -224,12 +236,12 @@ TEST(ShardFlow, LocalAttentionOverSplitKeys) {
   b.Add("o", "scaled_dot_product_attention.default",
         {In("query", Tensor("q")), In("key", Tensor("q")), In("value", Tensor("q"))}, {1, 1, 2, 8});
   b.Output("o");
-  ExpectRefused([&] { CheckSplitDataflow(Mesh(plan::kUlyssesAxis), b.p, SplitX(0)); },
-                EditCheck::kLocalAttentionOverSplitKeys,
-                "program: a context-parallel split cannot pass node `o` (scaled_dot_product_attention.default) at the "
-                "root: the plan leaves this attention local, so each query would see only this rank's keys; make "
-                "it context_parallel; it reads `q`, split along dim 2 in blocks [2]; its split comes from the plan's "
-                "rule for the root (rule at plan.weft:5:5)");
+  ExpectSplitRefused(b.p,
+      EditCheck::kLocalAttentionOverSplitKeys,
+      "program: a context-parallel split cannot pass node `o` (scaled_dot_product_attention.default) at the "
+      "root: the plan leaves this attention local, so each query would see only this rank's keys; make "
+      "it context_parallel; it reads `q`, split along dim 2 in blocks [2]; its split comes from the plan's "
+      "rule for the root (rule at plan.weft:5:5)");
 }
 
 TEST(LocalSizes, RefusesAFullLengthNoShardCarries) {
