@@ -197,7 +197,9 @@ class Binder {
   // A module path for messages: the root is shown as its class name.
   std::string Display(const std::string& path) const { return path.empty() ? graph_.class_name : path; }
   bool CheckMesh();
-  bool Match(const syntax::Pattern& pattern, std::vector<model::ModuleId>& out);
+  // Matches `pattern`; matching nothing is an error (PatternMatchesNothing) unless
+  // `empty_ok` (an `optional` rule), when it returns true with `out` empty.
+  bool Match(const syntax::Pattern& pattern, std::vector<model::ModuleId>& out, bool empty_ok = false);
   // The shared walk of split and gather rules: for every matched module the workload calls
   // and every item of the rule (`outputs_only`: output items only) that resolves against the
   // module's first call with valid dims, runs `bind`; a rule whose modules are never called is
@@ -274,7 +276,7 @@ bool Binder::CheckMesh() {
   return ok;
 }
 
-bool Binder::Match(const syntax::Pattern& pattern, std::vector<model::ModuleId>& out) {
+bool Binder::Match(const syntax::Pattern& pattern, std::vector<model::ModuleId>& out, bool empty_ok) {
   std::string error;
   MatchFailure failure;
   if (!MatchPatternDetailed(graph_, pattern.text, out, error, &failure)) {
@@ -282,7 +284,7 @@ bool Binder::Match(const syntax::Pattern& pattern, std::vector<model::ModuleId>&
     diags_.Emit(pattern.range, PatternMatchesNothing, pattern.text, graph_.class_name, "; " + error);
     return false;
   }
-  if (!out.empty()) return true;
+  if (!out.empty() || empty_ok) return true;
   std::string hint;
   const model::Module* parent = failure.set ? &graph_.modules[failure.parent] : nullptr;
   bool list_note = false;
@@ -680,13 +682,8 @@ void Binder::BindTpRules() {
   for (const syntax::TpRule& rule : ast_.tensor_parallel->rules) {
     if (rule.has_error) continue;
     std::vector<model::ModuleId> modules;
-    if (rule.optional) {
-      // An optional rule that matches nothing is skipped silently; a malformed pattern still fails.
-      std::string error;
-      if (MatchPatternDetailed(graph_, rule.pattern.text, modules, error, nullptr) && modules.empty()) continue;
-      modules.clear();
-    }
-    if (!Match(rule.pattern, modules)) continue;
+    // An optional rule that matches nothing is skipped silently; a malformed pattern still fails.
+    if (!Match(rule.pattern, modules, /*empty_ok=*/rule.optional.has_value()) || modules.empty()) continue;
     plan::ShardStyle style = rule.style == syntax::TpStyle::kColwise   ? plan::ShardStyle::kColwise
                              : rule.style == syntax::TpStyle::kRowwise ? plan::ShardStyle::kRowwise
                                                                        : plan::ShardStyle::kReplicate;
