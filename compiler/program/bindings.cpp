@@ -30,7 +30,6 @@ void CollectLeaves(const TreeSpec& spec, const std::string& arg, const std::stri
   }
 }
 
-std::string Where(const Program& p) { return p.path.empty() ? std::string("program") : p.path; }
 
 // The caller's value at `index` inside a JSON argument, or nullopt when the structure differs.
 std::optional<Json> At(const Json& value, const std::vector<size_t>& index) {
@@ -91,14 +90,14 @@ std::vector<FlatInput> FlattenInputs(const Program& program) {
   }
   const TreeSpec& spec = root->in_spec;
   if (spec.type != "builtins.tuple" || spec.children.size() != 2) {
-    throw ProgramError(Where(program) + ": the root's input spec is not (args, kwargs)");
+    throw ProgramError(program.Where() + ": the root's input spec is not (args, kwargs)");
   }
   std::vector<std::string> names = program.ForwardArgNames();
   std::vector<const TreeSpec*> args;
   for (const TreeSpec& c : spec.children[0].children) args.push_back(&c);
   for (const TreeSpec& c : spec.children[1].children) args.push_back(&c);
   if (names.size() != args.size()) {
-    throw ProgramError(Where(program) + ": the root's input spec has " + std::to_string(args.size()) +
+    throw ProgramError(program.Where() + ": the root's input spec has " + std::to_string(args.size()) +
                        " arguments but names " + std::to_string(names.size()));
   }
   for (size_t a = 0; a < args.size(); ++a) {
@@ -106,7 +105,7 @@ std::vector<FlatInput> FlattenInputs(const Program& program) {
     CollectLeaves(*args[a], names[a], names[a], index, leaves);
   }
   if (leaves.size() != user.size()) {
-    throw ProgramError(Where(program) + ": the root's input spec has " + std::to_string(leaves.size()) +
+    throw ProgramError(program.Where() + ": the root's input spec has " + std::to_string(leaves.size()) +
                        " leaves but the graph " + std::to_string(user.size()) + " user inputs");
   }
   for (size_t i = 0; i < leaves.size(); ++i) leaves[i].graph_input = user[i];
@@ -143,7 +142,7 @@ std::vector<int64_t> Bindings::Sizes(const TensorMeta& meta) const {
 }
 
 Bindings Bindings::Bind(const Program& program, const std::vector<InputDesc>& inputs) {
-  const std::string where = Where(program);
+  const std::string where = program.Where();
   std::map<std::string, const InputDesc*> given;
   for (const InputDesc& d : inputs) given[d.name] = &d;
   const std::vector<FlatInput> flat = FlattenInputs(program);

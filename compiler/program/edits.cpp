@@ -61,7 +61,7 @@ void Rename(Argument& a, const std::function<std::string(const std::string&)>& r
 // when `e.new_value` is -1); or, without a value, the constant `e.new_value`.
 void EditArgument(Program& p, Node& n, const plan::ProgramEdit& e, size_t index,
                   const std::map<std::string, std::string>& reads, std::vector<Node>& nodes) {
-  const std::string where = p.path.empty() ? std::string("program") : p.path;
+  const std::string where = p.Where();
   const std::string rule = RuleAt(e.origin);
   NamedArgument* arg = nullptr;
   for (NamedArgument& in : n.inputs) {
@@ -139,7 +139,7 @@ void EditArgument(Program& p, Node& n, const plan::ProgramEdit& e, size_t index,
 }  // namespace
 
 void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
-  const std::string where = p.path.empty() ? std::string("program") : p.path;
+  const std::string where = p.Where();
   if (!edits.program_hash.empty() && edits.program_hash != p.hash) {
     throw ProgramError(where + ": the plan was compiled against another program (" + edits.program_hash +
                        ", this one is " + p.hash + "); compile it against this program");

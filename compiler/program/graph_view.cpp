@@ -15,7 +15,6 @@
 namespace weft::program {
 namespace {
 
-std::string Where(const Program& p) { return p.path.empty() ? std::string("program") : p.path; }
 
 std::string Parent(const std::string& path) {
   const size_t dot = path.rfind('.');
@@ -283,7 +282,7 @@ std::string AttentionOwner(const Program& program, const Node& node) {
 }
 
 model::ModelGraph GraphOfProgram(const Program& p) {
-  const std::string where = Where(p);
+  const std::string where = p.Where();
   model::ModelGraph g;
   const ModuleCall* root_call = p.Root();
   if (p.manifest) {

@@ -69,7 +69,7 @@ namespace {
 class LocalSizes {
  public:
   LocalSizes(const Program& p, plan::ProgramEdits& edits)
-      : p_(p), edits_(edits), where_(p.path.empty() ? std::string("program") : p.path) {}
+      : p_(p), edits_(edits), where_(p.Where()) {}
 
   void Run() {
     Collect();

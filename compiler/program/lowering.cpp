@@ -14,7 +14,6 @@
 namespace weft::program {
 namespace {
 
-std::string Where(const Program& p) { return p.path.empty() ? std::string("program") : p.path; }
 
 const model::ModuleType* TypeOf(const Program& p, const std::string& module) {
   if (!p.manifest) return nullptr;
@@ -216,7 +215,7 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
 }
 
 plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program& p, const std::string& file) {
-  const std::string where = Where(p);
+  const std::string where = p.Where();
   plan::ProgramEdits out;
   out.program = file;
   out.program_hash = p.hash;

@@ -252,6 +252,8 @@ struct Program {
   const ModuleCall* FindModuleCall(const std::string& fqn) const;
   // The root's call entry ("" fqn); nullptr when the program has none.
   const ModuleCall* Root() const { return FindModuleCall(""); }
+  // How messages name the program: its path, or "program" when it has none.
+  std::string Where() const { return path.empty() ? std::string("program") : path; }
   // The user inputs' forward-argument names, in the order the root's in_spec lists them.
   std::vector<std::string> ForwardArgNames() const;
   // The input of each leaf of `call`'s input spec, in spec order; nullptr for a leaf the

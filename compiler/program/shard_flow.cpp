@@ -87,7 +87,7 @@ class ShardFlow {
   ShardFlow(Axis axis, const plan::ExecutionPlan& plan, const Program& p, const plan::ProgramEdits& in,
             plan::ProgramEdits* out)
       : axis_(axis), plan_(plan), p_(p), in_(in), out_(out), tp_(plan.mesh.Tp()),
-        where_(p.path.empty() ? std::string("program") : p.path) {}
+        where_(p.Where()) {}
 
   void Run() {
     if (axis_ == Axis::kTp) {
