@@ -288,8 +288,7 @@ plan::ExecutionPlan ProgramPlan(const ProgramJobOptions& o, const program::Progr
   request.mesh = o.mesh;
   request.activation_bytes = p.manifest && p.manifest->dtype == "f32" ? 4 : 2;
   LoadedPlan loaded = LoadPlan(request);
-  loaded.plan.program = program::LowerToProgram(loaded.plan, p, o.program);
-  program::MatchCostToEdits(loaded.plan, p, *request.graph);
+  program::LowerToProgramWithCost(loaded.plan, p, o.program, *request.graph);
   return loaded.plan;
 }
 

@@ -53,8 +53,7 @@ source::SourceRange RuleRange(const source::SourceBuffer& plan, const plan::Orig
 bool LowerIntoProgram(const Inputs& in, const Combination& c, plan::ExecutionPlan& plan, diag::Emitter& diags) {
   const program::Program& p = *in.programs[c.graph];
   try {
-    plan.program = program::LowerToProgram(plan, p, in.graph_files[c.graph]);
-    program::MatchCostToEdits(plan, p, in.graphs[c.graph]);
+    program::LowerToProgramWithCost(plan, p, in.graph_files[c.graph], in.graphs[c.graph]);
     program::Program edited = p;
     program::ApplyEdits(edited, *plan.program);
     return true;

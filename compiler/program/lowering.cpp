@@ -323,4 +323,10 @@ plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program
   return out;
 }
 
+void LowerToProgramWithCost(plan::ExecutionPlan& plan, const Program& program, const std::string& file,
+                            const model::ModelGraph& graph) {
+  plan.program = LowerToProgram(plan, program, file);
+  MatchCostToEdits(plan, program, graph);
+}
+
 }  // namespace weft::program

@@ -37,6 +37,11 @@ plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program
 // graph view cannot see, so they join it.
 void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& program, const model::ModelGraph& graph);
 
+// Both of the above: plan.program = LowerToProgram(plan, program, file), then MatchCostToEdits, so
+// that no caller keeps edits with the graph view's cost. Throws as LowerToProgram.
+void LowerToProgramWithCost(plan::ExecutionPlan& plan, const Program& program, const std::string& file,
+                            const model::ModelGraph& graph);
+
 // The values a module call receives for each forward argument, in leaf order (a tuple argument
 // has one per element; "" for a leaf that is None, a constant or a symbolic size), and the
 // values it returns. The root's are the program's user inputs and outputs. Empty when `module`
