@@ -109,6 +109,20 @@ at::Tensor SumRowwisePartials(dist::DistContext& ctx, const at::Tensor& partial,
   return bias ? sum.add_(*bias) : sum;
 }
 
+bool LoadWeightFiles(const std::vector<std::string>& paths, const plan::ExecutionPlan* plan, nn::Module& model,
+                     const dist::DistContext& ctx, at::ScalarType dtype) {
+  std::vector<io::SafetensorsFile> files;
+  for (const std::string& path : paths) files.push_back(io::SafetensorsFile::Open(path));
+  std::vector<const io::SafetensorsFile*> pointers;
+  for (const auto& f : files) pointers.push_back(&f);
+  if (plan != nullptr && plan->mesh.Tp() > 1) {
+    LoadPlannedWeights(*plan, model, ctx, pointers, dtype);
+    return true;
+  }
+  nn::LoadWeights(model, pointers, dtype);
+  return false;
+}
+
 void CheckMesh(const plan::ExecutionPlan& plan, const dist::DistContext& ctx) {
   const dist::MeshShape& shape = ctx.mesh().shape();
   if (plan.mesh.Ring() != shape.ring || plan.mesh.Ulysses() != shape.ulysses || plan.mesh.Tp() != shape.tp) {

@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "compiler/plan/execution_plan.h"
 #include "runtime/dist/dist_context.h"
@@ -53,6 +54,12 @@ InstalledPlan Install(const plan::ExecutionPlan& plan, nn::Module& model, dist::
 // Install with weights_already_sharded afterwards.
 void LoadPlannedWeights(const plan::ExecutionPlan& plan, nn::Module& model, const dist::DistContext& ctx,
                         const std::vector<const io::SafetensorsFile*>& files, at::ScalarType dtype);
+
+// Opens the safetensors `paths` and loads them into `model`: through LoadPlannedWeights when
+// `plan` (non-null) shards parameters over tp, else whole. Returns whether the weights are this
+// rank's shards (Install then needs weights_already_sharded).
+bool LoadWeightFiles(const std::vector<std::string>& paths, const plan::ExecutionPlan* plan, nn::Module& model,
+                     const dist::DistContext& ctx, at::ScalarType dtype);
 
 // Removes every hook and resets every attention site to local attention. Tensor-parallel
 // shards stay: to run unsharded again, reload the weights.

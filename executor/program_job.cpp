@@ -362,15 +362,7 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
       }
     }
   } else {
-    std::vector<io::SafetensorsFile> files;
-    for (const std::string& f : weights) files.push_back(io::SafetensorsFile::Open(f));
-    std::vector<const io::SafetensorsFile*> pointers;
-    for (const auto& f : files) pointers.push_back(&f);
-    if (plan) {
-      LoadPlannedWeights(*plan, *model, ctx, pointers, dtype);
-    } else {
-      nn::LoadWeights(*model, pointers, dtype);
-    }
+    LoadWeightFiles(weights, plan ? &*plan : nullptr, *model, ctx, dtype);
   }
   model->ConformParameters(o.device);
   const auto t_weights = Clock::now();

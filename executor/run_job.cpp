@@ -85,16 +85,7 @@ bool FillParameters(const JobOptions& options, const plan::ExecutionPlan* plan, 
     nn::CastParameters(model, options.dtype);
     return false;
   }
-  std::vector<io::SafetensorsFile> files;
-  for (const std::string& path : options.weights) files.push_back(io::SafetensorsFile::Open(path));
-  std::vector<const io::SafetensorsFile*> pointers;
-  for (const auto& f : files) pointers.push_back(&f);
-  if (plan != nullptr && plan->mesh.Tp() > 1) {
-    LoadPlannedWeights(*plan, model, ctx, pointers, options.dtype);
-    return true;
-  }
-  nn::LoadWeights(model, pointers, options.dtype);
-  return false;
+  return LoadWeightFiles(options.weights, plan, model, ctx, options.dtype);
 }
 
 // Builds the model on the run's device with its weights (FillParameters). Returns whether the
