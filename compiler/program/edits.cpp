@@ -272,6 +272,11 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
         bias = in.arg.name;
         in.arg = Argument();
       }
+      const plan::ProgramEdit& e = edits.edits[reduce->second];
+      if (bias != e.bias) {
+        throw ProgramError(where + ": the plan's all_reduce for `" + e.module + "` adds bias `" + e.bias +
+                           "` but node `" + n.name + "` reads bias `" + bias + "` (compile the plan again)");
+      }
     }
     std::vector<std::string> produced;
     for (const Argument& o : n.outputs) {
