@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "runtime/dist/mesh.h"
 #include "runtime/io/safetensors.h"
 
 namespace {
@@ -165,14 +166,9 @@ TEST(WeftRunProgram, PlansOnProgramsMakeTheBuiltInModelsCollectivesAsPredicted) 
     }
     ASSERT_FALSE(predicted.empty());
     // A shape record is 64 bytes all-gathered from each other rank of its group.
-    std::map<std::string, int64_t> size = {{"cp", 1}};
-    const std::string mesh = p["mesh"];
-    for (size_t at = 0; at < mesh.size();) {
-      const size_t end = std::min(mesh.find(',', at), mesh.size()), eq = mesh.find('=', at);
-      size[mesh.substr(at, eq - at)] = std::stoll(mesh.substr(eq + 1, end - eq - 1));
-      at = end + 1;
-    }
-    size["cp"] = size["ring"] * size["ulysses"];
+    const weft::dist::MeshShape mesh = weft::dist::ParseMeshShape(p["mesh"].get<std::string>());
+    std::map<std::string, int64_t> size;
+    for (weft::dist::Axis axis : weft::dist::kAllAxes) size[weft::dist::AxisName(axis)] = mesh.Size(axis);
     for (const auto& [axis, m] : measured) {
       const auto want = predicted[axis];
       const int64_t records = m.first - want.first;
