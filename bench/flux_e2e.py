@@ -4,6 +4,11 @@
     .venv/bin/python bench/flux_e2e.py [--ranks 2,4] [--iters 3] [--warmup 1] [--repeat 2] [--weft-run PATH]
                                        [--program]
 
+With --floor each repeat also runs bench/gemm_floor_worker.py on the same ranks: the fp32 matrix
+products every implementation of the forward must do (each Linear, both attention products) plus
+one exp per attention score, timed alone with LibTorch's GEMM on this machine -- the floor a
+weft/diffusers ratio can reach here, in the same run.
+
 With --program weft's side is the same model as a torch.export program (exported here once from
 the same config and inputs) with plans/flux.weft compiled into it (issue 14), not the built-in
 Flux.
@@ -201,6 +206,27 @@ def run_diffusers(args, paths, work, tag, n, ulysses, ring, row):
         row["diffusers_error"] = f"rc={rc}: " + tail(log)
 
 
+def run_floor(args, paths, work, tag, n, ulysses, ring, row):
+    """bench/gemm_floor_worker.py on n ranks; per repetition the slowest rank's total (a forward waits for it)."""
+    result, log = work / f"floor_{tag}.json", work / f"floor_{tag}.log"
+    torchrun = [args.python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(n)]
+    cmd = torchrun + [str(ROOT / "bench" / "gemm_floor_worker.py"), "--config", str(paths["config"]),
+                      "--inputs", str(paths["inputs"]), "--ulysses", str(ulysses), "--ring", str(ring),
+                      "--threads", str(row["threads_per_rank"]), "--repeat", str(args.iters),
+                      "--result", str(result)]
+    rc, _ = run(cmd, log, args.timeout, env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    ranks = [json.loads(pathlib.Path(f"{result}.rank{r}").read_text())
+             for r in range(n) if pathlib.Path(f"{result}.rank{r}").exists()]
+    if rc != 0 or len(ranks) != n:
+        row["floor_error"] = f"rc={rc}: " + tail(log)
+        return
+    totals = [max(r["samples"]["total_ms"][i] for r in ranks) for i in range(args.iters)]
+    row["floor_samples"] += totals
+    row["floor_medians"].append(statistics.median(totals))
+    row["floor_parts"] = {k: ranks[0][k] for k in ("linear_ms", "attention_ms", "exp_ms", "linear_gflop",
+                                                     "attention_gflop", "linear_calls", "attention_calls")}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ranks", default="2,4", help="comma-separated rank counts (2 and/or 4)")
@@ -215,6 +241,8 @@ def main():
     ap.add_argument("--program", action="store_true",
                     help="weft runs the model as a torch.export program (tools/export_program.py, exported once "
                          "here) with plans/flux.weft compiled in, instead of its built-in Flux")
+    ap.add_argument("--floor", action="store_true",
+                    help="also time the forward's fp32 GEMMs + attention exps alone (bench/gemm_floor_worker.py)")
     ap.add_argument("--weft-run", default=default_weft_run())
     ap.add_argument("--python", default=sys.executable, help="python with torch + diffusers for torchrun")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per run")
@@ -248,7 +276,7 @@ def main():
                 continue
             tag = f"{mesh.replace('=', '').replace(',', '_')}_n{n}"
             row = {"mesh": mesh, "ranks": n, "threads_per_rank": max(1, cores // n), "weft": {},
-                   "diffusers_samples": [], "diffusers_medians": []}
+                   "diffusers_samples": [], "diffusers_medians": [], "floor_samples": [], "floor_medians": []}
             # weft and diffusers alternate (W D W D ...) so slow phases of a shared machine hit both.
             for rep in range(args.repeat):
                 for t in transports:
@@ -264,12 +292,19 @@ def main():
                           f"{fmt(last(row['diffusers_medians']))} ms"
                           f"; load {loadavg()}", flush=True)
                     loads.append(loadavg())
+                if args.floor and not row.get("floor_error"):
+                    run_floor(args, paths, work, f"{tag}_r{rep}", n, ulysses, ring, row)
+                    print(f"# GEMM floor {mesh} x{n} [{rep + 1}/{args.repeat}]: median="
+                          f"{fmt(last(row['floor_medians']))} ms; load {loadavg()}", flush=True)
+                    loads.append(loadavg())
             # Pooled median of every timed iteration of every repeat.
             for side in row["weft"].values():
                 if side["samples"]:
                     side["ms"] = statistics.median(side["samples"])
             if row["diffusers_samples"]:
                 row["diffusers_ms"] = statistics.median(row["diffusers_samples"])
+            if row["floor_samples"]:
+                row["floor_ms"] = statistics.median(row["floor_samples"])
             wout = work / f"weft_{tag}_r0_{main_t}.out.safetensors"
             dout = work / f"diffusers_{tag}_r0.out.safetensors"
             row["diff_cp"] = max_abs(wout, dout) if row.get("diffusers_ms") is not None else None
@@ -291,6 +326,8 @@ def main():
             f"weft min ({main_t})", "diffusers min", "min ratio"]
     for t in transports[1:]:
         head += [f"weft ms ({t})", f"({t})/diffusers"]
+    if args.floor:
+        head += ["GEMM floor ms", "floor/diffusers", "floor min", "min floor/diffusers"]
     head += ["max|weft-diffCP|", "max|weft-diff1|", "weft per-run", "diffusers per-run"]
     table = []
     for r in rows:
@@ -303,6 +340,10 @@ def main():
         for t in transports[1:]:
             other = r["weft"].get(t, {}).get("ms")
             line += [fmt(other), ratio(other, d)]
+        if args.floor:
+            f = r.get("floor_ms")
+            fmin = min(r["floor_samples"]) if r["floor_samples"] else None
+            line += [fmt(f), ratio(f, d), fmt(fmin), ratio(fmin, dmin)]
         line += [fmt(r["diff_cp"], "{:.2e}"), fmt(r["diff_ref"], "{:.2e}"),
                  "/".join(f"{x:.0f}" for x in main["medians"]) or "-",
                  "/".join(f"{x:.0f}" for x in r["diffusers_medians"]) or "-"]
@@ -313,6 +354,14 @@ def main():
     for t in table:
         print("| " + " | ".join(c.ljust(w) for c, w in zip(t, widths)) + " |")
     print("target: weft/diffusers <= 0.80; max|weft-diff1| is against diffusers' unsharded output")
+    for r in rows:
+        parts = r.get("floor_parts")
+        if parts:
+            print(f"GEMM floor {r['mesh']} (rank 0, last run): {parts['linear_calls']} linears "
+                  f"{parts['linear_gflop']:.2f} GFLOP {parts['linear_ms']:.1f} ms, {parts['attention_calls']} attentions "
+                  f"{parts['attention_gflop']:.2f} GFLOP {parts['attention_ms']:.1f} ms, exps {parts['exp_ms']:.1f} ms")
+        if r.get("floor_error"):
+            print(f"GEMM floor {r['mesh']} x{r['ranks']} failed: {r['floor_error']}")
     for r in rows:
         for t, side in r["weft"].items():
             if side.get("error"):
