@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "compiler/lower/cost.h"
 #include "compiler/model/graph_json.h"
@@ -42,6 +43,20 @@ int64_t CallBytes(const model::Call& call, const bind::BoundPlan& b) {
   for (const auto& [name, v] : call.args) total = source::SaturatingAdd(total, LocalBytes(v, b));
   for (const model::Value& v : call.outputs) total = source::SaturatingAdd(total, LocalBytes(v, b));
   return total;
+}
+
+// Elements one rank holds of `module`'s first traced output (first call), and that output's
+// last dim (>= 1); nullopt when the trace has no output for it. Elements saturate like bytes.
+std::optional<std::pair<int64_t, int64_t>> FirstOutputLocalElements(const model::Workload& w,
+                                                                    const std::string& module,
+                                                                    const bind::BoundPlan& b) {
+  const model::ModuleCalls* calls = w.FindCalls(module);
+  if (calls == nullptr || calls->calls.empty() || calls->calls.front().outputs.empty()) return std::nullopt;
+  const model::Value& out = calls->calls.front().outputs.front();
+  const int64_t bytes = LocalBytes(out, b);
+  const int64_t elems =
+      bytes == source::kSaturated ? source::kSaturated : bytes / std::max<int64_t>(1, model::DTypeBytes(out.dtype));
+  return std::make_pair(elems, out.shape.empty() ? int64_t{1} : std::max<int64_t>(1, out.shape.back()));
 }
 
 // The first cost of `p` that saturated (a byte or call count past int64), described.
@@ -215,33 +230,19 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
     }
     tp.all_reduce_output =
         T > 1 && (t.style == plan::ShardStyle::kRowwise || t.style == plan::ShardStyle::kPackedRowwise);
-    if (tp.all_reduce_output) {
-      const model::ModuleCalls* calls = w->FindCalls(s.module);
-      if (calls != nullptr && !calls->calls.empty() && !calls->calls.front().outputs.empty()) {
-        const model::Value& out = calls->calls.front().outputs.front();
-        const int64_t local_bytes = LocalBytes(out, b);
-        const int64_t local_elems = local_bytes == source::kSaturated
-                                        ? source::kSaturated
-                                        : local_bytes / std::max<int64_t>(1, model::DTypeBytes(out.dtype));
-        // 2*N*b*(T-1)/T with N the elements this rank all-reduces (B*S_local*d).
-        s.cost.collectives.push_back({plan::CollectiveOp::kAllReduce, std::string(plan::kTpAxis), 1,
-                                      TpAllReduceBytes(1, local_elems, 1, elem_bytes, T)});
-      }
+    // Elements of the module's first traced output on one rank, and that output's last dim.
+    const std::optional<std::pair<int64_t, int64_t>> out = FirstOutputLocalElements(*w, s.module, b);
+    if (tp.all_reduce_output && out) {
+      // 2*N*b*(T-1)/T with N the elements this rank all-reduces (B*S_local*d).
+      s.cost.collectives.push_back({plan::CollectiveOp::kAllReduce, std::string(plan::kTpAxis), 1,
+                                    TpAllReduceBytes(1, out->first, 1, elem_bytes, T)});
     }
     // A colwise RMSNorm (Wan's norm_q over all heads) sums its fp32 statistics, one per row,
     // over the tp group: the executor's all-reduce of (B, S_local, 1).
-    if (T > 1 && col && m.type == "RMSNorm") {
-      const model::ModuleCalls* calls = w->FindCalls(s.module);
-      if (calls != nullptr && !calls->calls.empty() && !calls->calls.front().outputs.empty()) {
-        const model::Value& out = calls->calls.front().outputs.front();
-        const int64_t local_bytes = LocalBytes(out, b);
-        const int64_t width = out.shape.empty() ? 1 : std::max<int64_t>(1, out.shape.back());
-        const int64_t rows = local_bytes == source::kSaturated
-                                 ? source::kSaturated
-                                 : local_bytes / std::max<int64_t>(1, model::DTypeBytes(out.dtype)) / width;
-        s.cost.collectives.push_back({plan::CollectiveOp::kAllReduce, std::string(plan::kTpAxis), 1,
-                                      TpAllReduceBytes(1, rows, 1, 4, T)});
-      }
+    if (T > 1 && col && m.type == "RMSNorm" && out) {
+      const int64_t rows = out->first == source::kSaturated ? source::kSaturated : out->first / out->second;
+      s.cost.collectives.push_back({plan::CollectiveOp::kAllReduce, std::string(plan::kTpAxis), 1,
+                                    TpAllReduceBytes(1, rows, 1, 4, T)});
     }
     s.tp = std::move(tp);
   }
