@@ -103,6 +103,30 @@ std::vector<plan::Collective> AttentionCollectives(const AttentionCommInput& in)
   return out;
 }
 
+std::vector<plan::Collective> KeyMaskCollectives(int64_t batch, int64_t kv_len, int64_t ulysses, int64_t ring,
+                                                 plan::RotateMethod rotate_method) {
+  std::vector<plan::Collective> out;
+  const int64_t U = ulysses < 1 ? 1 : ulysses;
+  const int64_t R = ring < 1 ? 1 : ring;
+  if (U * R == 1) return out;
+  const std::vector<int64_t> keys = plan::SplitSizes(kv_len, U * R);
+  int64_t slice = 0;  // rank 0's ring slice: the keys of its ulysses group
+  for (int64_t u = 0; u < U; ++u) slice += keys[static_cast<size_t>(u)];
+  if (U > 1) {
+    out.push_back({plan::CollectiveOp::kAllGather, std::string(plan::kUlyssesAxis), 1,
+                   source::SaturatingMul(source::SaturatingMul(batch, keys[0]), U - 1)});
+  }
+  if (R > 1) {
+    const int64_t bytes = source::SaturatingMul(source::SaturatingMul(batch, slice), R - 1);
+    if (rotate_method == plan::RotateMethod::kP2p) {
+      out.push_back({plan::CollectiveOp::kSendRecv, std::string(plan::kRingAxis), 0, bytes});
+    } else {
+      out.push_back({plan::CollectiveOp::kAllGather, std::string(plan::kRingAxis), 1, bytes});
+    }
+  }
+  return out;
+}
+
 int64_t RingKvBufferBytes(const AttentionCommInput& in) {
   const int64_t U = in.ulysses < 1 ? 1 : in.ulysses;
   const int64_t R = in.ring < 1 ? 1 : in.ring;

@@ -64,6 +64,14 @@ plan::AttentionMode ModeFor(int64_t ulysses, int64_t ring);
 // on the ring axis. Width d = (heads + pad) * head_dim. Empty for local attention.
 std::vector<plan::Collective> AttentionCollectives(const AttentionCommInput& in);
 
+// Collectives that move one context-parallel attention call's key-padding mask with its keys
+// (bool, one byte per key and batch row; runtime/attention/attention.cpp PredictComm), as CP
+// rank 0 sends them: on the ulysses axis one all-gather of its keys' mask to the U-1 others; on
+// the ring axis its ulysses group's slice to the R-1 others, as one all-gather (allgather
+// rotation) or riding the K/V send/recv steps (p2p: bytes, no calls of its own). Keys split as
+// plan::SplitSizes(kv_len, U*R). Empty when U = R = 1.
+std::vector<plan::Collective> KeyMaskCollectives(int64_t batch, int64_t kv_len, int64_t ulysses, int64_t ring,
+                                                 plan::RotateMethod rotate_method);
 // Extra activation memory per rank of one attention call's K/V exchange: allgather
 // materialises the full K and V (2*B*Skv_u*d*b, Skv_u = K/V length after the Ulysses
 // exchange, d = this rank's heads * head_dim); p2p holds the current and the incoming block

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "compiler/lower/cost.h"
 #include "compiler/program/archive.h"
 #include "compiler/program/bindings.h"
 #include "compiler/program/graph_view.h"
@@ -95,6 +96,18 @@ void SplitHoistedCopies(const Program& p, plan::ProgramEdits& edits) {
   }
 }
 
+// Adds `c` to the collective of `list` with its op and axis (calls and bytes), or appends it.
+void AddCollective(std::vector<plan::Collective>& list, const plan::Collective& c) {
+  for (plan::Collective& x : list) {
+    if (x.op == c.op && x.axis == c.axis) {
+      x.count += c.count;
+      x.bytes += c.bytes;
+      return;
+    }
+  }
+  list.push_back(c);
+}
+
 }  // namespace
 
 std::vector<CallValues> ModuleCallValues(const Program& p, const std::string& module) {
@@ -176,35 +189,20 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
     }
     const model::SiteCalls* calls = w != nullptr ? w->FindAttention(s.module) : nullptr;
     if (!masked.count(s.module) || calls == nullptr) continue;
-    // As the kernels move a key-padding mask (runtime/attention/attention.cpp PredictComm), for
-    // CP rank 0: its keys of the ulysses group, then its ring slice.
-    const int64_t U = std::max<int64_t>(1, s.attention->ulysses), R = std::max<int64_t>(1, s.attention->ring);
-    auto add = [&](plan::CollectiveOp op, std::string_view axis, int64_t count, int64_t bytes) {
-      for (plan::Collective& x : c) {
-        if (x.op == op && x.axis == axis) {
-          x.count += count;
-          x.bytes += bytes;
-          return;
-        }
-      }
-      c.push_back({op, std::string(axis), count, bytes});
-    };
-    const int64_t per_call = std::max<int64_t>(1, s.calls);
-    int64_t ulysses_bytes = 0, ring_bytes = 0;
+    // The mask's collectives of every call of the site, summed, then per module call.
+    std::vector<plan::Collective> mask;
     for (const model::AttentionCall& call : calls->calls) {
       if (call.q.empty() || call.k.size() < 2) continue;
-      const std::vector<int64_t> keys = plan::SplitSizes(call.k[1], U * R);
-      int64_t slice = 0;  // rank 0's ring slice: the keys of its ulysses group
-      for (int64_t u = 0; u < U; ++u) slice += keys[static_cast<size_t>(u)];
-      if (U > 1) ulysses_bytes += call.q[0] * keys[0] * (U - 1);
-      if (R > 1) ring_bytes += call.q[0] * slice * (R - 1);
+      for (const plan::Collective& m : lower::KeyMaskCollectives(call.q[0], call.k[1], s.attention->ulysses,
+                                                                 s.attention->ring, s.attention->rotate_method)) {
+        AddCollective(mask, m);
+      }
     }
-    const int64_t n = static_cast<int64_t>(calls->calls.size());
-    if (U > 1) add(plan::CollectiveOp::kAllGather, plan::kUlyssesAxis, n / per_call, ulysses_bytes / per_call);
-    if (R > 1 && s.attention->rotate_method == plan::RotateMethod::kP2p) {
-      add(plan::CollectiveOp::kSendRecv, plan::kRingAxis, 0, ring_bytes / per_call);
-    } else if (R > 1) {
-      add(plan::CollectiveOp::kAllGather, plan::kRingAxis, n / per_call, ring_bytes / per_call);
+    const int64_t per_call = std::max<int64_t>(1, s.calls);
+    for (plan::Collective m : mask) {
+      m.count /= per_call;
+      m.bytes /= per_call;
+      AddCollective(c, m);
     }
     changed = true;
   }

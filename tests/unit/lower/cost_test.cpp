@@ -170,6 +170,30 @@ TEST(CostTest, RingKvBuffers) {
   EXPECT_EQ(RingKvBufferBytes(in), 0);
 }
 
+TEST(CostTest, KeyMasksTravelWithTheirKeys) {
+  // Batch 2, 10 keys over ulysses 2 x ring 2: SplitSizes gives 3, 3, 2, 2. Rank 0 all-gathers its
+  // 3 keys' mask to 1 ulysses peer (2*3*1 bytes), then its group's 6 keys to 1 ring peer (2*6*1).
+  std::vector<plan::Collective> c = KeyMaskCollectives(2, 10, 2, 2, RotateMethod::kAllGather);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].op, CollectiveOp::kAllGather);
+  EXPECT_EQ(c[0].axis, plan::kUlyssesAxis);
+  EXPECT_EQ(c[0].count, 1);
+  EXPECT_EQ(c[0].bytes, 6);
+  EXPECT_EQ(c[1].op, CollectiveOp::kAllGather);
+  EXPECT_EQ(c[1].axis, plan::kRingAxis);
+  EXPECT_EQ(c[1].count, 1);
+  EXPECT_EQ(c[1].bytes, 12);
+  // p2p: the ring's mask rides the K/V send/recv steps (bytes, no calls); ring 4 alone, 10 keys
+  // (3, 3, 2, 2): rank 0's 3 keys to 3 peers, batch 1.
+  c = KeyMaskCollectives(1, 10, 1, 4, RotateMethod::kP2p);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].op, CollectiveOp::kSendRecv);
+  EXPECT_EQ(c[0].axis, plan::kRingAxis);
+  EXPECT_EQ(c[0].count, 0);
+  EXPECT_EQ(c[0].bytes, 9);
+  EXPECT_TRUE(KeyMaskCollectives(4, 10, 1, 1, RotateMethod::kAllGather).empty());
+}
+
 TEST(CostTest, AllGatherOfAnOutput) {
   // proj_out of Flux, (1, 4096, 64) bf16 = 524,288 bytes gathered over 4 ranks: 3/4 of it sent.
   EXPECT_EQ(AllGatherBytes(1 * 4096 * 64 * 2, 4), 393'216);
