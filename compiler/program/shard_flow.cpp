@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -48,9 +49,15 @@ std::string ShortOp(const std::string& target) {
   return target.compare(0, prefix.size(), prefix) == 0 ? target.substr(prefix.size()) : target;
 }
 
-bool OneOf(const std::string& target, std::initializer_list<const char*> ops) {
-  for (const char* op : ops) {
-    if (target == std::string("torch.ops.aten.") + op) return true;
+// True when `target` is torch.ops.aten.<op> for one of `ops` (compared without building strings:
+// the walk asks this dozens of times per node).
+bool OneOf(const std::string& target, std::initializer_list<std::string_view> ops) {
+  constexpr std::string_view kAten = "torch.ops.aten.";
+  const std::string_view t(target);
+  if (t.substr(0, kAten.size()) != kAten) return false;
+  const std::string_view op_name = t.substr(kAten.size());
+  for (std::string_view op : ops) {
+    if (op_name == op) return true;
   }
   return false;
 }
@@ -224,15 +231,32 @@ class ShardFlow {
            RuleAt(r.origin);
   }
 
-  // A tensor-parallel check as the context-parallel one it stands for.
+  // The walk's checks are written once, in their tensor-parallel kinds; on a context-parallel
+  // split each stands for its CP kind. Every kind is listed (no default), so a new one must
+  // say what it means on a split.
   EditCheck ForAxis(EditCheck check) const {
     if (Tp()) return check;
     switch (check) {
       case EditCheck::kTpReducesShardedDim: return EditCheck::kCpReducesSplitDim;
       case EditCheck::kTpColwiseEscapes: return EditCheck::kCpSplitMixedWithWhole;
       case EditCheck::kTpAttentionHeadsMismatch: return EditCheck::kLocalAttentionOverSplitKeys;
-      default: return EditCheck::kCpUnsupportedOperator;
+      case EditCheck::kTpShardReachesOutput: return EditCheck::kSplitNeverGathered;
+      // A split never shards a weight, so no Linear is rowwise on one: only an operator the walk
+      // cannot pass is left.
+      case EditCheck::kTpRowwiseInputNotSharded:
+      case EditCheck::kTpUnsupportedOperator: return EditCheck::kCpUnsupportedOperator;
+      case EditCheck::kProgramLacksValue:
+      case EditCheck::kFullLengthWithoutShard:
+      case EditCheck::kCpAttentionOverWholeKeys:
+      case EditCheck::kMaskNotLaidOutWithKeys:
+      case EditCheck::kCpReducesSplitDim:
+      case EditCheck::kCpSplitMixedWithWhole:
+      case EditCheck::kLocalAttentionOverSplitKeys:
+      case EditCheck::kCpUnsupportedOperator:
+      case EditCheck::kSplitNeverGathered:
+      case EditCheck::kGatherOfUnsplitValue: return check;
     }
+    return check;
   }
 
   std::string ModuleOf(const Node& n) const { return program::ModuleOf(p_, n); }
