@@ -50,6 +50,12 @@ source::SourceRange RuleRange(const source::SourceBuffer& plan, const plan::Orig
 
 }  // namespace
 
+void ReportPlanEditError(const program::PlanEditError& e, const source::SourceBuffer& plan, diag::Emitter& diags) {
+  auto built = diags.Build(RuleRange(plan, e.origin()), DiagnosticOf(e.check()), e.what());
+  if (!e.node().empty()) built.NoteAt(diag::Location{}, AtProgramNode, e.node(), e.module());
+  built.Emit();
+}
+
 bool LowerIntoProgram(const Inputs& in, const Combination& c, plan::ExecutionPlan& plan, diag::Emitter& diags) {
   const program::Program& p = *in.programs[c.graph];
   try {
@@ -58,10 +64,7 @@ bool LowerIntoProgram(const Inputs& in, const Combination& c, plan::ExecutionPla
     program::ApplyEdits(edited, *plan.program);
     return true;
   } catch (const program::PlanEditError& e) {
-    const source::SourceRange at = RuleRange(in.sources.Get(in.plans[c.plan]->file), e.origin());
-    auto built = diags.Build(at, DiagnosticOf(e.check()), e.what());
-    if (!e.node().empty()) built.NoteAt(diag::Location{}, AtProgramNode, e.node(), e.module());
-    built.Emit();
+    ReportPlanEditError(e, in.sources.Get(in.plans[c.plan]->file), diags);
   } catch (const program::ProgramError& e) {
     diags.EmitAt(diag::Location{}, PlanDoesNotLowerToProgram, e.what());
   }

@@ -17,7 +17,8 @@ namespace {
 const std::map<std::string, std::string> kExemptions = {
     // Plans on programs (compiler/program): no fixture program and plan reach these past the
     // graph-level checks, which refuse the same plans first under their own kinds; the lowering's
-    // refusals are tested on hand-made programs instead (tests/unit/program/shard_flow_test.cpp).
+    // refusals are tested on hand-made programs instead (tests/unit/program/shard_flow_test.cpp),
+    // and which kind each refusal is reported as in tests/unit/driver/program_lowering_test.cpp.
     {"TpUnsupportedOperator", "shard_flow_test: TensorParallelRefusesAnOperatorItDoesNotFollow"},
     {"TpShardReachesOutput", "shard_flow_test: TensorParallelRefusesAShardReachingTheOutput (graph: ColwiseWithoutRowwise)"},
     {"ProgramLacksPlanValue", "shard_flow_test: TensorParallelRefusesAParameterTheProgramLacks (graph: ModuleNotCalled)"},
