@@ -638,7 +638,6 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
         impl->hosts[r] = records[r].host;
         if (records[r].identity == mine.identity) impl->pids[r] = records[r].pid;
       }
-      impl->store->set("weft/read/" + std::to_string(world.rank), std::vector<uint8_t>{1});
     } catch (const DistError&) {
       throw;
     } catch (const std::exception& e) {
@@ -649,16 +648,19 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
     try {
       CheckSameJob(world, where, records);
     } catch (const DistError&) {
-      // Rank 0 hosts the store: its exit would take the records down before a slower rank has
-      // read them (that rank would then say "connection reset" instead of what differs). Give
-      // every rank a moment to read them first.
-      if (world.rank == 0) {
-        std::vector<std::string> read;
-        for (int r = 0; r < world.world_size; ++r) read.push_back("weft/read/" + std::to_string(r));
-        try {
+      // Every rank compares the same records, so when one refuses the job all do. Rank 0 hosts the
+      // store: its exit would take the records down before a slower rank has read them (that rank
+      // would then say "connection reset" instead of what differs), so each other rank says it has
+      // read them and rank 0 gives them a moment to.
+      try {
+        if (world.rank != 0) {
+          impl->store->set("weft/read/" + std::to_string(world.rank), std::vector<uint8_t>{1});
+        } else {
+          std::vector<std::string> read;
+          for (int r = 1; r < world.world_size; ++r) read.push_back("weft/read/" + std::to_string(r));
           impl->store->wait(read, std::min(options.timeout, std::chrono::milliseconds(2000)));
-        } catch (const std::exception&) {
         }
+      } catch (const std::exception&) {
       }
       throw;
     }
