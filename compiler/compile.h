@@ -17,13 +17,13 @@
 
 // Bind and lower phases (compiler/bind, compiler/lower): PlanAst + ModelGraph + mesh +
 // workload -> BoundPlan -> ExecutionPlan; the graph and plan formats (compiler/model,
-// compiler/plan) and the cost model (compiler/lower/cost.h).
+// compiler/plan) and the cost model (compiler/plan/cost.h).
 #include <optional>
 
 #include "compiler/bind/bind.h"
-#include "compiler/lower/cost.h"
 #include "compiler/lower/lower.h"
 #include "compiler/model/graph_json.h"
+#include "compiler/plan/cost.h"
 #include "compiler/plan/plan_json.h"
 
 namespace weft {

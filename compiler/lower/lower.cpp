@@ -6,8 +6,8 @@
 #include <string>
 #include <utility>
 
-#include "compiler/lower/cost.h"
 #include "compiler/model/graph_json.h"
+#include "compiler/plan/cost.h"
 #include "compiler/source/checked_math.h"
 
 namespace weft::lower {
@@ -140,7 +140,7 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
                   : v.Bytes();
     }
     s.cost.collectives.push_back(
-        {plan::CollectiveOp::kAllGather, std::string(plan::kCpGroup), 1, AllGatherBytes(bytes, cp)});
+        {plan::CollectiveOp::kAllGather, std::string(plan::kCpGroup), 1, plan::AllGatherBytes(bytes, cp)});
     if (g.gather.uneven) {
       // Per-rank lengths are exchanged first: one int64 from every rank.
       s.cost.collectives.push_back({plan::CollectiveOp::kAllGather, std::string(plan::kCpGroup), 1, 8 * (cp - 1)});
@@ -150,7 +150,7 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
   for (const bind::BoundAttention& a : b.attention) {
     plan::ModuleStep& s = step_of(a.module);
     plan::Attention at;
-    at.mode = a.context_parallel ? ModeFor(b.mesh.Ulysses(), b.mesh.Ring()) : plan::AttentionMode::kLocal;
+    at.mode = a.context_parallel ? plan::ModeFor(b.mesh.Ulysses(), b.mesh.Ring()) : plan::AttentionMode::kLocal;
     at.heads = a.heads;
     at.head_dim = a.head_dim;
     at.local_heads = a.local_heads > 0 ? a.local_heads : a.heads;
@@ -172,7 +172,7 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
     std::map<std::pair<int, std::string>, plan::Collective> merged;
     int64_t kv_buffer = 0;
     for (const model::AttentionCall& c : calls->calls) {
-      AttentionCommInput in;
+      plan::AttentionCommInput in;
       in.batch = c.q.at(0);
       in.q_len = c.q.at(1);
       in.kv_len = c.k.at(1);
@@ -184,7 +184,7 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
       in.uneven_heads = at.head_pad > 0;
       in.rotate_method = at.rotate_method;
       in.q_replicated = !a.q_sharded;
-      for (const plan::Collective& col : AttentionCollectives(in)) {
+      for (const plan::Collective& col : plan::AttentionCollectives(in)) {
         auto key = std::make_pair(static_cast<int>(col.op), col.axis);
         auto it = merged.find(key);
         if (it == merged.end()) {
@@ -194,7 +194,7 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
           it->second.bytes = source::SaturatingAdd(it->second.bytes, col.bytes);
         }
       }
-      kv_buffer = std::max(kv_buffer, RingKvBufferBytes(in));
+      kv_buffer = std::max(kv_buffer, plan::RingKvBufferBytes(in));
     }
     const int64_t per_call = std::max<int64_t>(1, s.calls);
     for (auto& [key, col] : merged) {
@@ -222,9 +222,9 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
     }
     for (const model::Param& param : m.params) {
       if (param.buffer) continue;
-      plan::ParamShard ps = ShardParam(param.name, param.shape, t.style, t.blocks, T);
+      plan::ParamShard ps = plan::ShardParam(param.name, param.shape, t.style, t.blocks, T);
       s.cost.weight_bytes = source::SaturatingAdd(
-          s.cost.weight_bytes, source::SaturatingMul(Numel(ps.local_shape), model::DTypeBytes(param.dtype)));
+          s.cost.weight_bytes, source::SaturatingMul(plan::Numel(ps.local_shape), model::DTypeBytes(param.dtype)));
       tp_full_bytes = source::SaturatingAdd(tp_full_bytes, param.Bytes());
       tp.params.push_back(std::move(ps));
     }
@@ -235,14 +235,14 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
     if (tp.all_reduce_output && out) {
       // 2*N*b*(T-1)/T with N the elements this rank all-reduces (B*S_local*d).
       s.cost.collectives.push_back({plan::CollectiveOp::kAllReduce, std::string(plan::kTpAxis), 1,
-                                    TpAllReduceBytes(1, out->first, 1, elem_bytes, T)});
+                                    plan::TpAllReduceBytes(1, out->first, 1, elem_bytes, T)});
     }
     // A colwise RMSNorm (Wan's norm_q over all heads) sums its fp32 statistics, one per row,
     // over the tp group: the executor's all-reduce of (B, S_local, 1).
     if (T > 1 && col && m.type == "RMSNorm" && out) {
       const int64_t rows = out->first == source::kSaturated ? source::kSaturated : out->first / out->second;
       s.cost.collectives.push_back({plan::CollectiveOp::kAllReduce, std::string(plan::kTpAxis), 1,
-                                    TpAllReduceBytes(1, rows, 1, 4, T)});
+                                    plan::TpAllReduceBytes(1, rows, 1, 4, T)});
     }
     s.tp = std::move(tp);
   }

@@ -2,7 +2,7 @@
 
 // The lowering phase: BoundPlan + ModelGraph -> ExecutionPlan. Merges the bound rules per
 // module into concrete steps (module order), resolves attention modes and TP shard layouts to
-// numbers, and fills the cost section with compiler/lower/cost.h.
+// numbers, and fills the cost section with compiler/plan/cost.h.
 
 #include <optional>
 

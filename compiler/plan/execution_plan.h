@@ -178,7 +178,7 @@ std::string_view CollectiveOpName(CollectiveOp op);
 std::optional<CollectiveOp> ParseCollectiveOp(std::string_view name);
 
 // `count` collectives of one kind on one group, and the bytes one rank sends for all of them
-// (formulas: shared/reference/peers-and-limits.md (c); compiler/lower/cost.h).
+// (formulas: shared/reference/peers-and-limits.md (c); compiler/plan/cost.h).
 struct Collective {
   CollectiveOp op = CollectiveOp::kAllGather;
   std::string axis;  // "ring", "ulysses", "tp" or "cp"

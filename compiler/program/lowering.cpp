@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "compiler/lower/cost.h"
+#include "compiler/plan/cost.h"
 #include "compiler/program/archive.h"
 #include "compiler/program/bindings.h"
 #include "compiler/program/graph_view.h"
@@ -193,7 +193,7 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
     std::vector<plan::Collective> mask;
     for (const model::AttentionCall& call : calls->calls) {
       if (call.q.empty() || call.k.size() < 2) continue;
-      for (const plan::Collective& m : lower::KeyMaskCollectives(call.q[0], call.k[1], s.attention->ulysses,
+      for (const plan::Collective& m : plan::KeyMaskCollectives(call.q[0], call.k[1], s.attention->ulysses,
                                                                  s.attention->ring, s.attention->rotate_method)) {
         AddCollective(mask, m);
       }

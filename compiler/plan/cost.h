@@ -1,8 +1,9 @@
 #pragma once
 
 // The cost model: bytes each rank sends per collective, collectives per attention call, and
-// per-rank memory of sharded parameters. The lowering calls these to fill the ExecutionPlan's
-// cost section; `weft explain` prints them.
+// per-rank memory of sharded parameters. Pure arithmetic on the plan's types, so both lowerings
+// use it: compiler/lower fills the ExecutionPlan's cost section with it, compiler/program matches
+// that cost to the program's edits; `weft explain` prints them.
 //
 // Formulas (shared/reference/peers-and-limits.md, section (c)); B batch, S tokens, d = H*D the
 // width exchanged, b bytes per element, U/R/T the ulysses/ring/tp degrees. "Bytes per rank" is
@@ -22,7 +23,7 @@
 
 #include "compiler/plan/execution_plan.h"
 
-namespace weft::lower {
+namespace weft::plan {
 
 // 4*B*S*d*b*(U-1)/U^2: one Ulysses attention call on a degree-U group (R = 1).
 int64_t UlyssesBytes(int64_t batch, int64_t seq, int64_t width, int64_t elem_bytes, int64_t ulysses);
@@ -88,4 +89,4 @@ plan::ParamShard ShardParam(const std::string& name, const std::vector<int64_t>&
 // Elements of `shape`.
 int64_t Numel(const std::vector<int64_t>& shape);
 
-}  // namespace weft::lower
+}  // namespace weft::plan

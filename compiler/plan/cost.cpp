@@ -1,10 +1,10 @@
-#include "compiler/lower/cost.h"
+#include "compiler/plan/cost.h"
 
 #include <initializer_list>
 
 #include "compiler/source/checked_math.h"
 
-namespace weft::lower {
+namespace weft::plan {
 namespace {
 
 __extension__ typedef __int128 Wide;  // products like 4*B*S*d*b*(U-1) may pass 2^63 for long videos
@@ -177,4 +177,4 @@ plan::ParamShard ShardParam(const std::string& name, const std::vector<int64_t>&
   return p;
 }
 
-}  // namespace weft::lower
+}  // namespace weft::plan

@@ -1,12 +1,12 @@
 // The cost model against hand-computed values, including the two worked cases of
 // shared/reference/peers-and-limits.md section (c).
-#include "compiler/lower/cost.h"
+#include "compiler/plan/cost.h"
 
 #include <gtest/gtest.h>
 
 #include "compiler/source/checked_math.h"
 
-namespace weft::lower {
+namespace weft::plan {
 namespace {
 
 using plan::AttentionMode;
@@ -251,4 +251,4 @@ TEST(CostTest, HugeSizesSaturateInsteadOfWrapping) {
 }
 
 }  // namespace
-}  // namespace weft::lower
+}  // namespace weft::plan
