@@ -223,7 +223,8 @@ def run_floor(args, paths, work, tag, n, ulysses, ring, row):
     totals = [max(r["samples"]["total_ms"][i] for r in ranks) for i in range(args.iters)]
     row["floor_samples"] += totals
     row["floor_medians"].append(statistics.median(totals))
-    row["floor_parts"] = {k: ranks[0][k] for k in ("linear_ms", "attention_ms", "exp_ms", "linear_gflop",
+    row["floor_parts"] = {k: ranks[0][k] for k in ("linear_ms", "mkl_linear_ms", "onednn_linear_ms", "attention_ms",
+                                                     "exp_ms", "linear_gflop",
                                                      "attention_gflop", "linear_calls", "attention_calls")}
 
 
@@ -358,7 +359,8 @@ def main():
         parts = r.get("floor_parts")
         if parts:
             print(f"GEMM floor {r['mesh']} (rank 0, last run): {parts['linear_calls']} linears "
-                  f"{parts['linear_gflop']:.2f} GFLOP {parts['linear_ms']:.1f} ms, {parts['attention_calls']} attentions "
+                  f"{parts['linear_gflop']:.2f} GFLOP {parts['linear_ms']:.1f} ms (MKL {parts['mkl_linear_ms']:.1f}, oneDNN "
+                  f"{parts['onednn_linear_ms']:.1f}), {parts['attention_calls']} attentions "
                   f"{parts['attention_gflop']:.2f} GFLOP {parts['attention_ms']:.1f} ms, exps {parts['exp_ms']:.1f} ms")
         if r.get("floor_error"):
             print(f"GEMM floor {r['mesh']} x{r['ranks']} failed: {r['floor_error']}")

@@ -11,9 +11,11 @@ read each Linear's (rows, in, out) and each attention's (batch, heads, queries, 
 scales them to one rank of the mesh (context parallelism splits the tokens over ulysses x ring
 ranks: a Linear sees rows / (U R); Ulysses gives a rank heads / U over all queries, ring its
 queries / R over all keys), and times exactly those products on this rank with LibTorch's CPU GEMM
-(MKL), each Linear with its own weight as the model has it:
+(MKL, and oneDNN for the Linears), each Linear with its own weight as the model has it:
 
-  linear_ms     every Linear of the forward: x (rows/(UR), in) @ W^T + b
+  linear_ms     every Linear of the forward, x (rows/(UR), in) @ W^T + b, with the faster of
+                torch.nn.functional.linear (MKL) and oneDNN on a weight packed for its row count
+                (mkldnn::_linear_pointwise, what weft-run's Linears call); both are in the JSON
   attention_ms  per attention, per head and block of 256 queries (the block torch's CPU flash
                 kernel uses at these lengths), scores = q_blk k^T and out_blk = scores v
   exp_ms        one exp per attention score, over the same blocks (softmax's least work), of logits in
@@ -97,10 +99,18 @@ def main():
         blocks.append((q, kt, v, torch.empty(QUERY_BLOCK, skv), torch.empty(heads, queries, d),
                        torch.rand(QUERY_BLOCK, skv, generator=gen) * -10))
 
+    packed = [(torch.ops.mkldnn._reorder_linear_weight(mod.weight.detach(), x.shape[0]), mod.bias, x)
+              for mod, x in calls]
+
     def run_linears():
         with torch.no_grad():
             for mod, x in calls:
                 mod(x)
+
+    def run_onednn_linears():
+        with torch.no_grad():
+            for w, b, x in packed:
+                torch.ops.mkldnn._linear_pointwise(x, w, b, "none", [], "")
 
     def run_attention():
         for q, kt, v, scores, out, _ in blocks:
@@ -118,11 +128,14 @@ def main():
                     n = min(QUERY_BLOCK, q.shape[1] - q0)
                     torch.exp(logits[:n], out=scores[:n])
 
-    run_linears(), run_attention(), run_exp()  # warm-up: packing buffers, pages
-    samples = {"linear_ms": [], "attention_ms": [], "exp_ms": [], "total_ms": []}
+    run_linears(), run_onednn_linears(), run_attention(), run_exp()  # warm-up: packing buffers, pages
+    samples = {"linear_ms": [], "mkl_linear_ms": [], "onednn_linear_ms": [], "attention_ms": [], "exp_ms": [],
+               "total_ms": []}
     for _ in range(args.repeat):
         dist.barrier()
-        samples["linear_ms"].append(timed(run_linears))
+        samples["mkl_linear_ms"].append(timed(run_linears))
+        samples["onednn_linear_ms"].append(timed(run_onednn_linears))
+        samples["linear_ms"].append(min(samples["mkl_linear_ms"][-1], samples["onednn_linear_ms"][-1]))
         samples["attention_ms"].append(timed(run_attention))
         samples["exp_ms"].append(timed(run_exp))
         samples["total_ms"].append(samples["linear_ms"][-1] + samples["attention_ms"][-1] + samples["exp_ms"][-1])
