@@ -30,7 +30,6 @@ void CollectLeaves(const TreeSpec& spec, const std::string& arg, const std::stri
   }
 }
 
-
 // The caller's value at `index` inside a JSON argument, or nullopt when the structure differs.
 std::optional<Json> At(const Json& value, const std::vector<size_t>& index) {
   const Json* v = &value;

@@ -15,7 +15,6 @@
 namespace weft::program {
 namespace {
 
-
 std::string Parent(const std::string& path) {
   const size_t dot = path.rfind('.');
   return dot == std::string::npos ? std::string() : path.substr(0, dot);

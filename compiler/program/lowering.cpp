@@ -15,7 +15,6 @@
 namespace weft::program {
 namespace {
 
-
 const model::ModuleType* TypeOf(const Program& p, const std::string& module) {
   if (!p.manifest) return nullptr;
   std::string type;

@@ -74,9 +74,6 @@ class LayerNorm : public Module {
   bool affine_;
 };
 
-// RMSNorm: x * rsqrt(mean(x^2) + eps), times `weight` when elementwise_affine. Two flavours
-// with the same class name: diffusers' own (argument `hidden_states`, variance in fp32) and
-// torch.nn.RMSNorm (argument `x`, at::rms_norm), which FluxAttention uses.
 // RMSNorm over the trailing `dims` dims of x when each rank holds a slice of them: this rank's
 // per-row sum of squares (fp32, keepdim) goes through `sum_over_shards` (an all-reduce over the
 // shards), then x * rsqrt(sum / full_width + eps) in fp32, cast back to x's dtype, times weight
@@ -84,6 +81,9 @@ class LayerNorm : public Module {
 at::Tensor ShardedRmsNorm(const at::Tensor& x, int64_t dims, int64_t full_width, const std::optional<at::Tensor>& weight,
                           std::optional<double> eps, const std::function<void(at::Tensor&)>& sum_over_shards);
 
+// RMSNorm: x * rsqrt(mean(x^2) + eps), times `weight` when elementwise_affine. Two flavours
+// with the same class name: diffusers' own (argument `hidden_states`, variance in fp32) and
+// torch.nn.RMSNorm (argument `x`, at::rms_norm), which FluxAttention uses.
 class RMSNorm : public Module {
  public:
   enum class Flavour { kDiffusers, kTorch };
