@@ -169,7 +169,7 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
     const model::SiteCalls* calls = w->FindAttention(s.module);
     if (calls == nullptr) continue;
     // Sum the site's attention calls into one module call.
-    std::map<std::pair<int, std::string>, plan::Collective> merged;
+    std::vector<plan::Collective> merged;
     int64_t kv_buffer = 0;
     for (const model::AttentionCall& c : calls->calls) {
       plan::AttentionCommInput in;
@@ -184,24 +184,10 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
       in.uneven_heads = at.head_pad > 0;
       in.rotate_method = at.rotate_method;
       in.q_replicated = !a.q_sharded;
-      for (const plan::Collective& col : plan::AttentionCollectives(in)) {
-        auto key = std::make_pair(static_cast<int>(col.op), col.axis);
-        auto it = merged.find(key);
-        if (it == merged.end()) {
-          merged.emplace(key, col);
-        } else {
-          it->second.count = source::SaturatingAdd(it->second.count, col.count);
-          it->second.bytes = source::SaturatingAdd(it->second.bytes, col.bytes);
-        }
-      }
+      for (const plan::Collective& col : plan::AttentionCollectives(in)) plan::AddCollective(merged, col);
       kv_buffer = std::max(kv_buffer, plan::RingKvBufferBytes(in));
     }
-    const int64_t per_call = std::max<int64_t>(1, s.calls);
-    for (auto& [key, col] : merged) {
-      if (col.count != source::kSaturated) col.count /= per_call;
-      if (col.bytes != source::kSaturated) col.bytes /= per_call;
-      s.cost.collectives.push_back(col);
-    }
+    for (const plan::Collective& col : merged) s.cost.collectives.push_back(plan::PerCall(col, s.calls));
     s.cost.activation_bytes = source::SaturatingAdd(s.cost.activation_bytes, kv_buffer);
   }
 

@@ -1,5 +1,6 @@
 #include "compiler/plan/cost.h"
 
+#include <algorithm>
 #include <initializer_list>
 
 #include "compiler/source/checked_math.h"
@@ -125,6 +126,24 @@ std::vector<plan::Collective> KeyMaskCollectives(int64_t batch, int64_t kv_len, 
     }
   }
   return out;
+}
+
+void AddCollective(std::vector<plan::Collective>& list, const plan::Collective& c) {
+  for (plan::Collective& x : list) {
+    if (x.op == c.op && x.axis == c.axis) {
+      x.count = source::SaturatingAdd(x.count, c.count);
+      x.bytes = source::SaturatingAdd(x.bytes, c.bytes);
+      return;
+    }
+  }
+  list.push_back(c);
+}
+
+plan::Collective PerCall(plan::Collective total, int64_t calls) {
+  const int64_t n = std::max<int64_t>(1, calls);
+  if (total.count != source::kSaturated) total.count /= n;
+  if (total.bytes != source::kSaturated) total.bytes /= n;
+  return total;
 }
 
 int64_t RingKvBufferBytes(const AttentionCommInput& in) {

@@ -73,6 +73,15 @@ std::vector<plan::Collective> AttentionCollectives(const AttentionCommInput& in)
 // plan::SplitSizes(kv_len, U*R). Empty when U = R = 1.
 std::vector<plan::Collective> KeyMaskCollectives(int64_t batch, int64_t kv_len, int64_t ulysses, int64_t ring,
                                                  plan::RotateMethod rotate_method);
+
+// Adds `c` to the entry of `list` with its op and axis (calls and bytes, saturating), or appends
+// it: sums a step's collectives over its traced calls.
+void AddCollective(std::vector<plan::Collective>& list, const plan::Collective& c);
+
+// `total`, summed over a step's `calls` traced calls, per call (a saturated count or byte total
+// stays saturated).
+plan::Collective PerCall(plan::Collective total, int64_t calls);
+
 // Extra activation memory per rank of one attention call's K/V exchange: allgather
 // materialises the full K and V (2*B*Skv_u*d*b, Skv_u = K/V length after the Ulysses
 // exchange, d = this rank's heads * head_dim); p2p holds the current and the incoming block

@@ -95,18 +95,6 @@ void SplitHoistedCopies(const Program& p, plan::ProgramEdits& edits) {
   }
 }
 
-// Adds `c` to the collective of `list` with its op and axis (calls and bytes), or appends it.
-void AddCollective(std::vector<plan::Collective>& list, const plan::Collective& c) {
-  for (plan::Collective& x : list) {
-    if (x.op == c.op && x.axis == c.axis) {
-      x.count += c.count;
-      x.bytes += c.bytes;
-      return;
-    }
-  }
-  list.push_back(c);
-}
-
 }  // namespace
 
 std::vector<CallValues> ModuleCallValues(const Program& p, const std::string& module) {
@@ -194,15 +182,10 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
       if (call.q.empty() || call.k.size() < 2) continue;
       for (const plan::Collective& m : plan::KeyMaskCollectives(call.q[0], call.k[1], s.attention->ulysses,
                                                                  s.attention->ring, s.attention->rotate_method)) {
-        AddCollective(mask, m);
+        plan::AddCollective(mask, m);
       }
     }
-    const int64_t per_call = std::max<int64_t>(1, s.calls);
-    for (plan::Collective m : mask) {
-      m.count /= per_call;
-      m.bytes /= per_call;
-      AddCollective(c, m);
-    }
+    for (const plan::Collective& m : mask) plan::AddCollective(c, plan::PerCall(m, s.calls));
     changed = true;
   }
   if (!changed) return;

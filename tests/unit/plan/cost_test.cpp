@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string_view>
+
 #include "compiler/source/checked_math.h"
 
 namespace weft::plan {
@@ -170,28 +172,46 @@ TEST(CostTest, RingKvBuffers) {
   EXPECT_EQ(RingKvBufferBytes(in), 0);
 }
 
+// `c` is `count` collectives `op` on `axis` sending `bytes`.
+void ExpectCollective(const Collective& c, CollectiveOp op, std::string_view axis, int64_t count, int64_t bytes) {
+  EXPECT_EQ(c.op, op);
+  EXPECT_EQ(c.axis, axis);
+  EXPECT_EQ(c.count, count);
+  EXPECT_EQ(c.bytes, bytes);
+}
+
 TEST(CostTest, KeyMasksTravelWithTheirKeys) {
   // Batch 2, 10 keys over ulysses 2 x ring 2: SplitSizes gives 3, 3, 2, 2. Rank 0 all-gathers its
   // 3 keys' mask to 1 ulysses peer (2*3*1 bytes), then its group's 6 keys to 1 ring peer (2*6*1).
-  std::vector<plan::Collective> c = KeyMaskCollectives(2, 10, 2, 2, RotateMethod::kAllGather);
+  std::vector<Collective> c = KeyMaskCollectives(2, 10, 2, 2, RotateMethod::kAllGather);
   ASSERT_EQ(c.size(), 2u);
-  EXPECT_EQ(c[0].op, CollectiveOp::kAllGather);
-  EXPECT_EQ(c[0].axis, plan::kUlyssesAxis);
-  EXPECT_EQ(c[0].count, 1);
-  EXPECT_EQ(c[0].bytes, 6);
-  EXPECT_EQ(c[1].op, CollectiveOp::kAllGather);
-  EXPECT_EQ(c[1].axis, plan::kRingAxis);
-  EXPECT_EQ(c[1].count, 1);
-  EXPECT_EQ(c[1].bytes, 12);
+  ExpectCollective(c[0], CollectiveOp::kAllGather, kUlyssesAxis, 1, 6);
+  ExpectCollective(c[1], CollectiveOp::kAllGather, kRingAxis, 1, 12);
   // p2p: the ring's mask rides the K/V send/recv steps (bytes, no calls); ring 4 alone, 10 keys
   // (3, 3, 2, 2): rank 0's 3 keys to 3 peers, batch 1.
   c = KeyMaskCollectives(1, 10, 1, 4, RotateMethod::kP2p);
   ASSERT_EQ(c.size(), 1u);
-  EXPECT_EQ(c[0].op, CollectiveOp::kSendRecv);
-  EXPECT_EQ(c[0].axis, plan::kRingAxis);
-  EXPECT_EQ(c[0].count, 0);
-  EXPECT_EQ(c[0].bytes, 9);
+  ExpectCollective(c[0], CollectiveOp::kSendRecv, kRingAxis, 0, 9);
   EXPECT_TRUE(KeyMaskCollectives(4, 10, 1, 1, RotateMethod::kAllGather).empty());
+}
+
+TEST(CostTest, CollectivesSumOverCallsAndDivideBack) {
+  std::vector<Collective> list;
+  AddCollective(list, {CollectiveOp::kAllToAll, std::string(kUlyssesAxis), 2, 100});
+  AddCollective(list, {CollectiveOp::kAllGather, std::string(kRingAxis), 1, 30});
+  AddCollective(list, {CollectiveOp::kAllToAll, std::string(kUlyssesAxis), 2, 101});
+  AddCollective(list, {CollectiveOp::kAllToAll, std::string(kRingAxis), 1, 7});  // same op, other axis
+  ASSERT_EQ(list.size(), 3u);
+  ExpectCollective(list[0], CollectiveOp::kAllToAll, kUlyssesAxis, 4, 201);
+  ExpectCollective(list[1], CollectiveOp::kAllGather, kRingAxis, 1, 30);
+  ExpectCollective(list[2], CollectiveOp::kAllToAll, kRingAxis, 1, 7);
+  ExpectCollective(PerCall(list[0], 2), CollectiveOp::kAllToAll, kUlyssesAxis, 2, 100);  // rounds down
+  ExpectCollective(PerCall(list[1], 0), CollectiveOp::kAllGather, kRingAxis, 1, 30);     // no calls: as one
+  // Saturated sums stay saturated, and dividing them keeps the mark.
+  AddCollective(list, {CollectiveOp::kAllGather, std::string(kRingAxis), 1, source::kSaturated});
+  EXPECT_EQ(list[1].bytes, source::kSaturated);
+  EXPECT_EQ(PerCall(list[1], 4).bytes, source::kSaturated);
+  EXPECT_EQ(PerCall(list[1], 4).count, 0);
 }
 
 TEST(CostTest, AllGatherOfAnOutput) {
