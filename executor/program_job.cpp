@@ -426,6 +426,7 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
                  {"instructions", model->interpreter().num_nodes()},
                  {"fast_kernel_nodes", model->interpreter().fast_nodes()},
                  {"fusions", model->interpreter().fusions()},
+                 {"row_slice_moves", model->interpreter().row_slice_moves()},
                  {"load_ms", {{"read", Ms(t0, t_read)}, {"prepare", Ms(t_read, t_loaded)}, {"weights", Ms(t_loaded, t_weights)}}},
                  {"latency_ms", {{"median", Median(latencies)},
                                  {"min", *std::min_element(latencies.begin(), latencies.end())},
@@ -536,10 +537,10 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
     } else if (!o.report.empty()) {
       std::ofstream(o.report) << report.dump(2) << "\n";
     }
-    std::fprintf(stderr, "weft-run: program %s (%s, %zu nodes, %zu instructions, %zu on fast kernels)%s: loaded in %.0f ms, "
+    std::fprintf(stderr, "weft-run: program %s (%s, %zu nodes, %zu instructions, %zu on fast kernels, %zu row-slice moves)%s: loaded in %.0f ms, "
                  "median %.2f ms over %zu iteration(s)\n", o.program.c_str(), report["class"].get<std::string>().c_str(),
                  edited->nodes.size(), model->interpreter().num_nodes(), model->interpreter().fast_nodes(),
-                 plan ? (" on " + plan->mesh.ToString()).c_str() : "", Ms(t0, t_loaded), Median(latencies), latencies.size());
+                 model->interpreter().row_slice_moves(), plan ? (" on " + plan->mesh.ToString()).c_str() : "", Ms(t0, t_loaded), Median(latencies), latencies.size());
   }
   return status;
 }

@@ -18,6 +18,7 @@
 #include "runtime/program/fast_kernels.h"
 #include "runtime/program/edit_backend.h"
 #include "runtime/program/fusions.h"
+#include "runtime/program/row_slices.h"
 #include "runtime/program/schema_types.h"
 
 namespace weft::interp {
@@ -48,6 +49,10 @@ enum class PyOp : uint8_t {
 
 struct Interpreter::Impl {
   const program::Program* program = nullptr;
+  // The program with its row slices moved up (runtime/program/row_slices.h) when fast kernels
+  // are on; `program` then points here.
+  std::optional<program::Program> rewritten;
+  size_t slice_moves = 0;
   LoadOptions options;
   struct Instr {
     enum class Kind : uint8_t { kDispatch, kSymSize, kPyOp, kFast, kEdit };
@@ -564,9 +569,18 @@ void ComputeLastUses(Impl& impl) {
 Interpreter::Interpreter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Interpreter::~Interpreter() = default;
 
-std::unique_ptr<Interpreter> Interpreter::Load(const program::Program& program, const LoadOptions& options) {
+std::unique_ptr<Interpreter> Interpreter::Load(const program::Program& original, const LoadOptions& options) {
   auto impl = std::make_unique<Impl>();
-  impl->program = &program;
+  impl->program = &original;
+  if (options.fast_kernels) {
+    RowSliceRewrite r = SinkRowSlices(original);
+    if (r.moves > 0 || r.dead_slices_removed > 0) {
+      impl->rewritten = std::move(r.program);
+      impl->program = &*impl->rewritten;
+      impl->slice_moves = r.moves;
+    }
+  }
+  const program::Program& program = *impl->program;
   impl->options = options;
   for (const program::OutputSpec& o : program.output_specs) {
     if (o.kind != program::OutputSpec::Kind::kUserOutput) {
@@ -738,6 +752,8 @@ const std::map<std::string, at::Tensor>& Interpreter::captured() const { return 
 
 size_t Interpreter::num_nodes() const { return impl_->instrs.size(); }
 size_t Interpreter::fast_nodes() const { return impl_->fast_count; }
+
+size_t Interpreter::row_slice_moves() const { return impl_->slice_moves; }
 
 std::map<std::string, int> Interpreter::fusions() const {
   std::map<std::string, int> out;

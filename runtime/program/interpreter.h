@@ -78,6 +78,8 @@ class Interpreter {
   size_t fast_nodes() const;
   // How many of each fusion (runtime/program/fusions.h) the program got.
   std::map<std::string, int> fusions() const;
+  // How often a slice moved above its producer when loading (runtime/program/row_slices.h).
+  size_t row_slice_moves() const;
 
   struct Impl;
 
