@@ -74,7 +74,8 @@ std::optional<size_t> SliceDim(const program::Program& p, const Node& s) {
   const Argument* dim = Input(s, "dim");
   if (out == nullptr) return std::nullopt;
   const int64_t rank = static_cast<int64_t>(out->sizes.size());
-  int64_t d = dim == nullptr ? 0 : dim->kind == AK::kInt ? dim->i : -rank - 1;
+  if (dim != nullptr && dim->kind != AK::kInt) return std::nullopt;  // a symbolic dim: leave it
+  int64_t d = dim == nullptr ? 0 : dim->i;
   if (d < 0) d += rank;
   if (d < 0 || d >= rank) return std::nullopt;
   return static_cast<size_t>(d);
@@ -171,9 +172,12 @@ class Sinker {
     } else if (t == "torch.ops.aten.cat.default") {
       const Argument* tensors = Input(producer, "tensors");
       const Argument* dim = Input(producer, "dim");
-      int64_t cd = dim == nullptr ? 0 : dim->kind == AK::kInt ? dim->i : static_cast<int64_t>(d);
+      if (tensors == nullptr || tensors->kind != AK::kTensors || (dim != nullptr && dim->kind != AK::kInt)) {
+        return std::nullopt;
+      }
+      int64_t cd = dim == nullptr ? 0 : dim->i;
       if (cd < 0) cd += static_cast<int64_t>(rank);
-      if (tensors == nullptr || tensors->kind != AK::kTensors || cd == static_cast<int64_t>(d)) return std::nullopt;
+      if (cd == static_cast<int64_t>(d)) return std::nullopt;  // cat along the rows: pieces differ
       for (const std::string& piece : tensors->names) {
         Argument a;
         a.kind = AK::kTensor;
