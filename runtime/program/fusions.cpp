@@ -10,6 +10,7 @@
 #include "runtime/nn/fused.h"
 #include "runtime/nn/layers.h"
 #include "runtime/nn/onednn_linear.h"
+#include "runtime/program/node_uses.h"
 #include "runtime/program/schema_types.h"
 
 namespace weft::interp {
@@ -18,69 +19,6 @@ namespace {
 using program::Argument;
 using program::Node;
 using AK = program::Argument::Kind;
-
-// Who produces each value and how often it is read.
-class Uses {
- public:
-  explicit Uses(const program::Program& p) : p_(p) {
-    for (size_t i = 0; i < p.nodes.size(); ++i) {
-      for (const Argument& o : p.nodes[i].outputs) {
-        for (const std::string& n : o.TensorNames()) producer_[n] = i;
-      }
-      // torch's training IR checks a tensor's dtype and device before each cast; those checks
-      // are no reads: a fused chain drops the checks of the values it removes.
-      const bool check = p.nodes[i].target == "torch.ops.aten._assert_tensor_metadata.default";
-      for (const program::NamedArgument& in : p.nodes[i].inputs) {
-        for (const std::string& n : in.arg.TensorNames()) {
-          if (check) {
-            checks_[n].push_back(i);
-          } else {
-            ++reads_[n];
-          }
-        }
-      }
-    }
-    for (const Argument& o : p.outputs) {
-      for (const std::string& n : o.TensorNames()) reads_[n] += 1000;  // never an intermediate
-    }
-  }
-  // The node producing `value` if it is `target` and `value` is read exactly once.
-  std::optional<size_t> SoleProducer(const std::string& value, const char* target) const {
-    auto it = producer_.find(value);
-    if (it == producer_.end() || p_.nodes[it->second].target != target) return std::nullopt;
-    auto r = reads_.find(value);
-    if (r == reads_.end() || r->second != 1) return std::nullopt;
-    return it->second;
-  }
-  // The metadata checks of `value`.
-  const std::vector<size_t>& Checks(const std::string& value) const {
-    static const std::vector<size_t> none;
-    auto it = checks_.find(value);
-    return it == checks_.end() ? none : it->second;
-  }
-
- private:
-  const program::Program& p_;
-  std::unordered_map<std::string, size_t> producer_;
-  std::unordered_map<std::string, int> reads_;
-  std::unordered_map<std::string, std::vector<size_t>> checks_;
-};
-
-const Argument* Input(const Node& n, const char* name) {
-  for (const program::NamedArgument& in : n.inputs) {
-    if (in.name == name) return &in.arg;
-  }
-  return nullptr;
-}
-
-std::string TensorInput(const Node& n, const char* name) {
-  const Argument* a = Input(n, name);
-  return a != nullptr && a->kind == AK::kTensor ? a->name : std::string();
-}
-
-std::string Output(const Node& n) {
-  return n.outputs.size() == 1 && n.outputs[0].kind == AK::kTensor ? n.outputs[0].name : std::string();
-}
 
 bool IsOne(const Argument* a) {
   return a != nullptr && ((a->kind == AK::kInt && a->i == 1) || (a->kind == AK::kFloat && a->f == 1.0));

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/program/node_uses.h"
+
 namespace weft::interp {
 namespace {
 
@@ -17,7 +19,6 @@ using program::TensorMeta;
 using AK = program::Argument::Kind;
 
 constexpr const char* kSlice = "torch.ops.aten.slice.Tensor";
-constexpr const char* kCheck = "torch.ops.aten._assert_tensor_metadata.default";
 
 bool OneOf(const std::string& target, std::initializer_list<const char*> targets) {
   for (const char* t : targets) {
@@ -26,51 +27,15 @@ bool OneOf(const std::string& target, std::initializer_list<const char*> targets
   return false;
 }
 
-const Argument* Input(const Node& n, const char* name) {
-  for (const program::NamedArgument& in : n.inputs) {
-    if (in.name == name) return &in.arg;
-  }
-  return nullptr;
-}
-
 bool SameSize(const program::SymInt& a, const program::SymInt& b) {
   return a.symbolic == b.symbolic && (a.symbolic ? a.expr == b.expr : a.value == b.value);
 }
 
 bool IsConstant(const program::SymInt& s, int64_t v) { return !s.symbolic && s.value == v; }
 
-// Readers of every tensor (metadata checks apart: they read no data) and its checks.
-struct Reads {
-  explicit Reads(const program::Program& p) {
-    for (size_t i = 0; i < p.nodes.size(); ++i) {
-      const bool check = p.nodes[i].target == kCheck;
-      for (const program::NamedArgument& in : p.nodes[i].inputs) {
-        for (const std::string& v : in.arg.TensorNames()) (check ? checks[v] : readers[v]).push_back(i);
-      }
-      for (const Argument& o : p.nodes[i].outputs) {
-        for (const std::string& v : o.TensorNames()) producer[v] = i;
-      }
-    }
-    for (const Argument& o : p.outputs) {
-      for (const std::string& v : o.TensorNames()) outputs.insert(v);
-    }
-  }
-  size_t Count(const std::string& v) const {
-    auto it = readers.find(v);
-    return (it == readers.end() ? 0 : it->second.size()) + (outputs.count(v) != 0 ? 1 : 0);
-  }
-  std::unordered_map<std::string, std::vector<size_t>> readers, checks;
-  std::unordered_map<std::string, size_t> producer;
-  std::unordered_set<std::string> outputs;
-};
-
-std::string SliceOutput(const Node& n) {
-  return n.outputs.size() == 1 && n.outputs[0].kind == AK::kTensor ? n.outputs[0].name : std::string();
-}
-
 // The slice's dim, made non-negative by its output's rank; nullopt when it cannot be read.
 std::optional<size_t> SliceDim(const program::Program& p, const Node& s) {
-  const TensorMeta* out = p.FindTensor(SliceOutput(s));
+  const TensorMeta* out = p.FindTensor(Output(s));
   const Argument* dim = Input(s, "dim");
   if (out == nullptr) return std::nullopt;
   const int64_t rank = static_cast<int64_t>(out->sizes.size());
@@ -107,19 +72,19 @@ class Sinker {
     P().nodes = std::move(nodes);
   }
 
-  void DropChecksOf(const Reads& reads, const std::string& v, std::unordered_set<size_t>& drop) {
-    auto it = reads.checks.find(v);
-    if (it != reads.checks.end()) drop.insert(it->second.begin(), it->second.end());
+  void DropChecksOf(const Uses& uses, const std::string& v, std::unordered_set<size_t>& drop) {
+    const std::vector<size_t>& checks = uses.Checks(v);
+    drop.insert(checks.begin(), checks.end());
   }
 
   bool RemoveDeadSlice() {
-    const Reads reads(P());
+    const Uses uses(P());
     for (size_t i = 0; i < P().nodes.size(); ++i) {
       const Node& n = P().nodes[i];
-      const std::string out = SliceOutput(n);
-      if (n.target != kSlice || out.empty() || reads.Count(out) != 0) continue;
+      const std::string out = Output(n);
+      if (n.target != kSlice || out.empty() || uses.Reads(out) != 0) continue;
       std::unordered_set<size_t> drop = {i};
-      DropChecksOf(reads, out, drop);
+      DropChecksOf(uses, out, drop);
       P().tensor_values.erase(out);
       Rebuild(drop, P().nodes.size(), {});
       return true;
@@ -138,23 +103,24 @@ class Sinker {
   // Which tensor inputs of `producer` carry the rows (they get the slice); nullopt when the
   // slice cannot move above it. `d` is the sliced dim of the producer's output.
   std::optional<std::vector<std::string>> RowOperands(const Node& producer, size_t d) {
-    const TensorMeta* out = P().FindTensor(SliceOutput(producer));
+    const TensorMeta* out = P().FindTensor(Output(producer));
     if (out == nullptr) return std::nullopt;
     const size_t rank = out->sizes.size();
     std::vector<std::string> carried;
-    // An operand of an elementwise op: sliced when it spans the dim, whole when it broadcasts.
-    auto elementwise = [&](const Argument* a) {
-      if (a == nullptr || a->kind != AK::kTensor) return true;  // absent, a scalar, a dtype ...
-      const TensorMeta* m = P().FindTensor(a->name);
+    // A tensor operand: sliced when it spans the dim, whole when it broadcasts along it.
+    auto tensor = [&](const std::string& name) {
+      const TensorMeta* m = P().FindTensor(name);
       if (m == nullptr || m->sizes.size() > rank) return false;
       const size_t lead = rank - m->sizes.size();
       if (d < lead) return true;  // broadcast: the dim is not the operand's
       const program::SymInt& s = m->sizes[d - lead];
       if (IsConstant(s, 1) && !IsConstant(out->sizes[d], 1)) return true;
       if (!SameSize(s, out->sizes[d])) return false;
-      carried.push_back(a->name);
+      carried.push_back(name);
       return true;
     };
+    // An argument of an elementwise op: absent, a scalar, a dtype ... or a tensor operand.
+    auto elementwise = [&](const Argument* a) { return a == nullptr || a->kind != AK::kTensor || tensor(a->name); };
     const std::string& t = producer.target;
     if (OneOf(t, {"torch.ops.aten.add.Tensor", "torch.ops.aten.sub.Tensor", "torch.ops.aten.mul.Tensor",
                   "torch.ops.aten.div.Tensor", "torch.ops.aten.gelu.default", "torch.ops.aten.silu.default",
@@ -179,11 +145,8 @@ class Sinker {
       if (cd < 0) cd += static_cast<int64_t>(rank);
       if (cd == static_cast<int64_t>(d)) return std::nullopt;  // cat along the rows: pieces differ
       for (const std::string& piece : tensors->names) {
-        Argument a;
-        a.kind = AK::kTensor;
-        a.name = piece;
         const size_t before = carried.size();
-        if (!elementwise(&a) || carried.size() == before) return std::nullopt;  // every piece spans the dim
+        if (!tensor(piece) || carried.size() == before) return std::nullopt;  // every piece spans the dim
       }
     } else {
       return std::nullopt;
@@ -222,19 +185,19 @@ class Sinker {
   }
 
   bool MoveOne() {
-    const Reads reads(P());
+    const Uses uses(P());
     for (size_t s = 0; s < P().nodes.size(); ++s) {
       const Node& slice = P().nodes[s];
       if (slice.target != kSlice) continue;
       const Argument* self = Input(slice, "self");
-      const std::string out = SliceOutput(slice);
+      const std::string out = Output(slice);
       const std::optional<size_t> d = SliceDim(P(), slice);
       if (self == nullptr || self->kind != AK::kTensor || out.empty() || !d) continue;
       const std::string x = self->name;
-      auto prod = reads.producer.find(x);
-      if (prod == reads.producer.end() || reads.Count(x) != 1) continue;
-      const size_t p = prod->second;
-      if (P().nodes[p].outputs.size() != 1 || SliceOutput(P().nodes[p]) != x) continue;
+      const std::optional<size_t> producer_of_x = uses.Producer(x);
+      if (!producer_of_x || uses.Reads(x) != 1) continue;
+      const size_t p = *producer_of_x;
+      if (P().nodes[p].outputs.size() != 1 || Output(P().nodes[p]) != x) continue;
       std::optional<std::vector<std::string>> operands = RowOperands(P().nodes[p], *d);
       if (!operands) continue;
       const TensorMeta* out_meta = P().FindTensor(out);
@@ -291,7 +254,7 @@ class Sinker {
       producer.outputs[0].name = out;
       P().tensor_values.erase(x);
       std::unordered_set<size_t> drop = {s};
-      DropChecksOf(reads, x, drop);
+      DropChecksOf(uses, x, drop);
       std::vector<Node> before_p;
       for (size_t h : hoisted) {
         before_p.push_back(P().nodes[h]);

@@ -12,6 +12,7 @@
 
 #include "runtime/nn/fused.h"
 #include "runtime/program/interpreter.h"
+#include "tests/support/program_builder.h"
 
 namespace weft::interp {
 namespace {
@@ -19,85 +20,38 @@ namespace {
 using program::Argument;
 using program::Node;
 using AK = program::Argument::Kind;
-
-Argument TensorArg(const std::string& name) {
-  Argument a;
-  a.kind = AK::kTensor;
-  a.name = name;
-  return a;
-}
-
-Argument IntArg(int64_t v) {
-  Argument a;
-  a.kind = AK::kInt;
-  a.i = v;
-  return a;
-}
-
-program::TensorMeta Meta(std::vector<int64_t> sizes) {
-  program::TensorMeta m;
-  m.dtype = program::ScalarType::kFloat;
-  for (int64_t s : sizes) m.sizes.push_back({false, s, ""});
-  return m;
-}
-
-Node Op(const std::string& out, const std::string& target, std::vector<program::NamedArgument> inputs) {
-  Node n;
-  n.name = out;
-  n.target = target;
-  n.inputs = std::move(inputs);
-  n.outputs = {TensorArg(out)};
-  return n;
-}
-
-Node Slice(const std::string& out, const std::string& self, int64_t start, int64_t end) {
-  return Op(out, "torch.ops.aten.slice.Tensor",
-            {{"self", TensorArg(self)}, {"dim", IntArg(1)}, {"start", IntArg(start)}, {"end", IntArg(end)}});
-}
+using testing::In;
+using testing::Int;
+using testing::Tensor;
 
 // batch: the leading dim (1: the kept rows are one block of memory, so the slice may pass the
 // linear too).
 program::Program FluxLikeTail(int64_t batch) {
-  program::Program p;
-  p.path = "row_slices_test";
-  auto input = [&](const std::string& name, program::InputSpec::Kind kind, std::vector<int64_t> sizes) {
-    p.inputs.push_back(TensorArg(name));
-    program::InputSpec spec;
-    spec.kind = kind;
-    spec.target = name;
-    p.input_specs.push_back(spec);
-    p.tensor_values[name] = Meta(std::move(sizes));
-  };
   using IK = program::InputSpec::Kind;
-  input("x", IK::kUserInput, {batch, 8, 4});
-  input("scale", IK::kUserInput, {batch, 1, 10});
-  input("w", IK::kParameter, {6, 4});
-  input("b", IK::kParameter, {6});
+  testing::ProgramBuilder b;
+  b.Input("x", {batch, 8, 4}, IK::kUserInput, "");
+  b.Input("scale", {batch, 1, 10}, IK::kUserInput, "");
+  b.Input("w", {6, 4}, IK::kParameter, "w");
+  b.Input("b", {6}, IK::kParameter, "b");
   Argument tanh;
   tanh.kind = AK::kString;
   tanh.s = "tanh";
   Argument pieces;
   pieces.kind = AK::kTensors;
   pieces.names = {"g", "x"};
-  p.nodes = {
-      Op("l", "torch.ops.aten.linear.default", {{"input", TensorArg("x")}, {"weight", TensorArg("w")}, {"bias", TensorArg("b")}}),
-      Op("g", "torch.ops.aten.gelu.default", {{"self", TensorArg("l")}, {"approximate", tanh}}),
-      Op("c", "torch.ops.aten.cat.default", {{"tensors", pieces}, {"dim", IntArg(2)}}),
-      Op("m", "torch.ops.aten.mul.Tensor", {{"self", TensorArg("c")}, {"other", TensorArg("scale")}}),
-      Slice("dropped", "m", 0, 3),
-      Slice("kept", "m", 3, std::numeric_limits<int64_t>::max()),
-  };
-  p.tensor_values["l"] = Meta({batch, 8, 6});
-  p.tensor_values["g"] = Meta({batch, 8, 6});
-  p.tensor_values["c"] = Meta({batch, 8, 10});
-  p.tensor_values["m"] = Meta({batch, 8, 10});
-  p.tensor_values["dropped"] = Meta({batch, 3, 10});
-  p.tensor_values["kept"] = Meta({batch, 5, 10});
-  p.outputs = {TensorArg("kept")};
-  program::OutputSpec out;
-  out.arg = TensorArg("kept");
-  p.output_specs = {out};
-  return p;
+  const int64_t kEnd = std::numeric_limits<int64_t>::max();
+  b.Add("l", "linear.default", {In("input", Tensor("x")), In("weight", Tensor("w")), In("bias", Tensor("b"))},
+        {batch, 8, 6});
+  b.Add("g", "gelu.default", {In("self", Tensor("l")), In("approximate", tanh)}, {batch, 8, 6});
+  b.Add("c", "cat.default", {In("tensors", pieces), In("dim", Int(2))}, {batch, 8, 10});
+  b.Add("m", "mul.Tensor", {In("self", Tensor("c")), In("other", Tensor("scale"))}, {batch, 8, 10});
+  b.Add("dropped", "slice.Tensor", {In("self", Tensor("m")), In("dim", Int(1)), In("start", Int(0)), In("end", Int(3))},
+        {batch, 3, 10});
+  b.Add("kept", "slice.Tensor", {In("self", Tensor("m")), In("dim", Int(1)), In("start", Int(3)), In("end", Int(kEnd))},
+        {batch, 5, 10});
+  b.Output("kept");
+  b.p.path = "row_slices_test";
+  return b.p;
 }
 
 at::Tensor RunTail(const program::Program& p, bool fast, int64_t batch) {

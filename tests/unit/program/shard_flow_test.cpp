@@ -10,39 +10,17 @@
 #include "compiler/program/local_sizes.h"
 #include "compiler/program/plan_edit_error.h"
 #include "compiler/program/shard_flow.h"
+#include "tests/support/program_builder.h"
 
 namespace weft::program {
 namespace {
 
 using AK = Argument::Kind;
 
-Argument Tensor(const std::string& name) {
-  Argument a;
-  a.kind = AK::kTensor;
-  a.name = name;
-  return a;
-}
-
-NamedArgument In(const std::string& name, Argument a) {
-  NamedArgument n;
-  n.name = name;
-  n.arg = std::move(a);
-  return n;
-}
-
-Argument Int(int64_t v) {
-  Argument a;
-  a.kind = AK::kInt;
-  a.i = v;
-  return a;
-}
-
-Argument Ints(std::vector<int64_t> v) {
-  Argument a;
-  a.kind = AK::kInts;
-  a.ints = std::move(v);
-  return a;
-}
+using testing::In;
+using testing::Int;
+using testing::Ints;
+using testing::Tensor;
 
 // A symbolic size as torch.export records it (sympy srepr) with its hint.
 SymInt Sym(const std::string& symbol, int64_t hint) {
@@ -51,49 +29,17 @@ SymInt Sym(const std::string& symbol, int64_t hint) {
 
 // A program with graph inputs `x` (user) and `w` (parameter `layer.weight`), or none with
 // `bare`, and the nodes given.
-class Builder {
+class Builder : public testing::ProgramBuilder {
  public:
   explicit Builder(bool bare = false) {
     if (bare) return;
     Input("x", {2, 8}, InputSpec::Kind::kUserInput, "");
     Input("w", {8, 8}, InputSpec::Kind::kParameter, "layer.weight");
   }
-  void Input(const std::string& name, std::vector<int64_t> sizes, InputSpec::Kind kind, const std::string& target) {
-    p.inputs.push_back(Tensor(name));
-    InputSpec spec;
-    spec.kind = kind;
-    spec.arg = Tensor(name);
-    spec.target = target;
-    p.input_specs.push_back(spec);
-    Meta(name, std::move(sizes));
-  }
-  void Meta(const std::string& name, std::vector<int64_t> sizes) {
-    TensorMeta m;
-    m.dtype = ScalarType::kFloat;
-    for (int64_t s : sizes) m.sizes.push_back(SymInt{false, s, ""});
-    p.tensor_values[name] = m;
-  }
-  void Add(const std::string& out, const std::string& target, std::vector<NamedArgument> inputs,
-           std::vector<int64_t> sizes) {
-    Node n;
-    n.name = out;
-    n.target = "torch.ops.aten." + target;
-    n.inputs = std::move(inputs);
-    n.outputs = {Tensor(out)};
-    p.nodes.push_back(std::move(n));
-    Meta(out, std::move(sizes));
-  }
   // out = linear(x, w): the (2, 8) output of the layer Colwise() shards.
   void Linear(const std::string& out) {
     Add(out, "linear.default", {In("input", Tensor("x")), In("weight", Tensor("w"))}, {2, 8});
   }
-  void Output(const std::string& name) {
-    p.outputs.push_back(Tensor(name));
-    OutputSpec o;
-    o.arg = Tensor(name);
-    p.output_specs.push_back(o);
-  }
-  Program p;
 };
 
 plan::ExecutionPlan Mesh(std::string_view axis) {
