@@ -55,10 +55,18 @@ namespace {
 
 // scaled_dot_product_attention's attn_mask (broadcast to (B, H, Sq, Skv); bool: true = attend,
 // float: added to the scores) as the key-padding mask (B, Skv) bool that weft's kernels move with
-// their keys. Only a mask that depends on the batch and the key alone is one (it may be expanded
-// along heads and queries): a mask that varies along them, or an additive mask with values other
-// than 0 and -inf (or <= -1e4), is refused.
-at::Tensor KeyPaddingMask(const at::Tensor& mask, const at::Tensor& q, const at::Tensor& k, const std::string& where) {
+// their keys, `mask` holding this CP rank's keys. Only a mask that depends on the batch and the
+// key alone is one (it may be expanded along heads and queries): a mask that varies along them,
+// one holding NaN, or an additive mask whose values are not 0 and -inf (or <= -1e3) is refused.
+//
+// An additive mask says more than a boolean one where a row masks every key: one device adds
+// the same -10000 (diffusers' (1 - mask) * -10000.0) to all of that row's scores, which softmax
+// cancels, so the row attends to every key; a boolean or -inf row attends to none (output 0).
+// Whether a row is masked whole is a question about every rank's keys, so the rows' maxima are
+// all-reduced over the CP group (B floats, compiler/plan/cost.h KeyMaskCollectives) and each row
+// is shifted by its own: a row masked whole becomes all 0, open.
+at::Tensor KeyPaddingMask(const at::Tensor& mask, const at::Tensor& q, const at::Tensor& k, const std::string& where,
+                          dist::DistContext& ctx) {
   const int64_t batch = q.size(0), keys = k.size(2);
   std::vector<int64_t> shape(static_cast<size_t>(std::max<int64_t>(0, 4 - mask.dim())), 1);
   for (int64_t d = 0; d < mask.dim(); ++d) shape.push_back(mask.size(d));
@@ -67,6 +75,18 @@ at::Tensor KeyPaddingMask(const at::Tensor& mask, const at::Tensor& q, const at:
                      std::to_string(keys) + "), but this attention's mask " + c10::str(mask.sizes()) + " " + why);
   };
   if (mask.dim() > 4 || shape[3] != keys || (shape[0] != 1 && shape[0] != batch)) throw refuse("does not broadcast so");
+  const bool floating = at::isFloatingType(mask.scalar_type());
+  if (mask.scalar_type() != at::kBool && !floating) {
+    throw ExecError(where + ": attention mask of dtype " + std::string(c10::toString(mask.scalar_type())) +
+                    "; scaled_dot_product_attention takes bool or floating masks");
+  }
+  if (floating && mask.isnan().any().item<bool>()) {
+    const at::Tensor first = mask.isnan().nonzero().select(0, 0).to(at::kCPU).contiguous();
+    std::string index;
+    for (int64_t d = 0; d < first.numel(); ++d) index += (d ? ", " : "") + std::to_string(first[d].item<int64_t>());
+    throw ExecError(where + ": the attention mask " + c10::str(mask.sizes()) + " holds NaN (first at index [" + index +
+                    "], this rank's keys); every score it is added to would be NaN");
+  }
   const at::Tensor m4 = mask.reshape(shape);
   // A mask expanded along heads or queries (LTX repeats its text mask per head) is one if every
   // head and query row holds the same keys.
@@ -74,21 +94,31 @@ at::Tensor KeyPaddingMask(const at::Tensor& mask, const at::Tensor& q, const at:
   if ((shape[1] != 1 || shape[2] != 1) && !at::equal(m4, m.unsqueeze(1).unsqueeze(1).expand_as(m4))) {
     throw refuse("varies along heads or queries");
   }
-  if (m.scalar_type() != at::kBool) {
-    if (!at::isFloatingType(m.scalar_type())) {
-      throw ExecError(where + ": attention mask of dtype " + std::string(c10::toString(m.scalar_type())) +
-                      "; scaled_dot_product_attention takes bool or floating masks");
-    }
-    // 0: attended; -inf or at most -1e4 (diffusers' (1 - mask) * -10000.0): not attended --
-    // exp(-1e4) is 0 in fp32 and fp64, so the scores such a key adds are exactly none.
-    const at::Tensor open = m == 0;
-    if (!(open | (m <= -1e4)).all().item<bool>()) {
-      throw ExecError(where + ": context-parallel attention takes additive masks of 0 (attend) and -inf or <= -1e4 "
-                      "(do not) only; this one has other values");
-    }
-    m = open;
+  if (!floating) return m.expand({batch, keys}).contiguous();
+  // 0: attended; -inf or at most -1e3: not attended -- exp(-1e3) is 0 in fp32 and fp64 (they
+  // underflow below -104 and -745), so the scores such a key adds are none unless it outscores
+  // the row's open keys by hundreds. -1e3, not diffusers' -1e4: in bf16 -10000 is -9984. Checked
+  // on this rank's keys before any collective, so a rank with a bad mask leaves at once, naming it.
+  constexpr double kMaskedAtMost = -1e3;
+  auto binary = [&](const at::Tensor& x) { return ((x == 0) | (x <= kMaskedAtMost)).all().item<bool>(); };
+  if (!binary(m)) {
+    throw ExecError(where + ": context-parallel attention takes additive masks of 0 (attend) and -inf or <= -1e3 "
+                    "(do not) only; this one has other values");
   }
-  return m.expand({batch, keys}).contiguous();
+  const at::Tensor rows = m.expand({batch, keys}).to(at::kFloat);
+  at::Tensor row_max = rows.amax(1).contiguous();  // (B); -inf for no keys
+  try {
+    if (ctx.AxisSize(dist::Axis::kCp) > 1) ctx.AllReduce(dist::Axis::kCp, row_max, dist::ReduceKind::kMax);
+  } catch (const std::exception& e) {
+    throw ExecError(where + ": all-reduce of the attention mask's row maxima failed: " + ErrorText(e));
+  }
+  const at::Tensor finite = row_max.isfinite();
+  const at::Tensor shifted = rows - at::where(finite, row_max, at::zeros_like(row_max)).unsqueeze(1);
+  if (!binary(shifted)) {
+    throw ExecError(where + ": context-parallel attention takes additive masks of 0 (attend) and -inf or <= -1e3 "
+                    "(do not) only; a row of this one masks every key by amounts less than 1e3 apart");
+  }
+  return (shifted == 0).contiguous();
 }
 
 }  // namespace
@@ -101,7 +131,7 @@ at::Tensor ProgramBackend::Attention(const at::Tensor& q, const at::Tensor& k, c
     throw ExecError(where + ": context-parallel attention with a scale other than 1/sqrt(head_dim) is not supported");
   }
   std::optional<at::Tensor> key_mask;
-  if (attn_mask) key_mask = KeyPaddingMask(*attn_mask, q, k, where);
+  if (attn_mask) key_mask = KeyPaddingMask(*attn_mask, q, k, where, ctx_);
   auto& kernel = kernels_[&edit];
   if (!kernel) kernel = std::make_unique<CpAttentionKernel>(*edit.attention, edit.module, edit.uneven, ctx_);
   // The operator's (B, H, S, D) as weft's kernels take it, (B, S, H, D): views, no copies.

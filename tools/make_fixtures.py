@@ -205,21 +205,34 @@ def make_program_fixture(name, out_dir):
             save_file(outputs_dict(result), folder / ("outputs_%s.safetensors" % stem))
             print("%s: workload %s %s, output %s" % (folder, wl["name"], suffix or "fp32",
                                                      tuple(outputs_dict(result)["output"].shape)))
-            # At the first workload, a text mask with padding too (<workload>-padded): rows end in
-            # 2 and 5 masked tokens, so a plan's split must move the mask with its keys.
-            mask = next((k for k in PADDED_MASKS if isinstance(inputs.get(k), torch.Tensor) and inputs[k].dim() == 2), None)
-            if n == 0 and mask is not None:
-                padded = dict(inputs)
-                m = inputs[mask].clone()
-                for row, masked in zip(range(m.shape[0]), (2, 5)):
-                    m[row, max(1, m.shape[1] - masked):] = 0
-                padded[mask] = m
-                with torch.no_grad():
-                    result = which(**padded, return_dict=False)
-                stem = "%s-padded%s" % (wl["name"], suffix)
-                ep.write_inputs_file(str(folder / ("inputs_%s.safetensors" % stem)), padded)
-                save_file(outputs_dict(result), folder / ("outputs_%s.safetensors" % stem))
-                print("%s: workload %s-padded %s (`%s` padded)" % (folder, wl["name"], suffix or "fp32", mask))
+            # At the first workload, masked text variants: -padded (rows end in 2 and 5 masked
+            # tokens, so a plan's split must move the mask with its keys) and -rowmasked (row 0
+            # ends in 2, row 1 is masked whole: one device attends that row's queries to every
+            # key under an additive mask, to none under a boolean one).
+            if n == 0:
+                for variant, masked_inputs in masked_variants(inputs):
+                    with torch.no_grad():
+                        result = which(**masked_inputs, return_dict=False)
+                    stem = "%s-%s%s" % (wl["name"], variant, suffix)
+                    ep.write_inputs_file(str(folder / ("inputs_%s.safetensors" % stem)), masked_inputs)
+                    save_file(outputs_dict(result), folder / ("outputs_%s.safetensors" % stem))
+                    print("%s: workload %s-%s %s" % (folder, wl["name"], variant, suffix or "fp32"))
+
+
+# The masked variants of `inputs` (name, inputs): none without a 2-D text mask among PADDED_MASKS.
+def masked_variants(inputs, only=None):
+    mask = next((k for k in PADDED_MASKS if isinstance(inputs.get(k), torch.Tensor) and inputs[k].dim() == 2), None)
+    if mask is None:
+        return []
+    out = []
+    for variant, masked_per_row in (("padded", (2, 5)), ("rowmasked", (2, None))):
+        if only and variant != only:
+            continue
+        m = inputs[mask].clone()
+        for row, masked in zip(range(m.shape[0]), masked_per_row):
+            m[row, (0 if masked is None else max(1, m.shape[1] - masked)):] = 0
+        out.append((variant, dict(inputs, **{mask: m})))
+    return out
 
 
 def main():

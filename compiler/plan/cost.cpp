@@ -105,11 +105,16 @@ std::vector<plan::Collective> AttentionCollectives(const AttentionCommInput& in)
 }
 
 std::vector<plan::Collective> KeyMaskCollectives(int64_t batch, int64_t kv_len, int64_t ulysses, int64_t ring,
-                                                 plan::RotateMethod rotate_method) {
+                                                 plan::RotateMethod rotate_method, bool additive) {
   std::vector<plan::Collective> out;
   const int64_t U = ulysses < 1 ? 1 : ulysses;
   const int64_t R = ring < 1 ? 1 : ring;
   if (U * R == 1) return out;
+  if (additive) {
+    const int64_t n = U * R;
+    out.push_back({plan::CollectiveOp::kAllReduce, std::string(plan::kCpGroup), 1,
+                   source::SaturatingMul(source::SaturatingMul(batch, 4), 2 * (n - 1)) / n});
+  }
   const std::vector<int64_t> keys = plan::SplitSizes(kv_len, U * R);
   int64_t slice = 0;  // rank 0's ring slice: the keys of its ulysses group
   for (int64_t u = 0; u < U; ++u) slice += keys[static_cast<size_t>(u)];

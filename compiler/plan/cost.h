@@ -70,9 +70,12 @@ std::vector<plan::Collective> AttentionCollectives(const AttentionCommInput& in)
 // rank 0 sends them: on the ulysses axis one all-gather of its keys' mask to the U-1 others; on
 // the ring axis its ulysses group's slice to the R-1 others, as one all-gather (allgather
 // rotation) or riding the K/V send/recv steps (p2p: bytes, no calls of its own). Keys split as
-// plan::SplitSizes(kv_len, U*R). Empty when U = R = 1.
+// plan::SplitSizes(kv_len, U*R). An additive (floating) mask adds one all-reduce (max) of its
+// rows' maxima on the cp group, B fp32 values (2(n-1)/n of them per rank, n = U*R): a row masked
+// whole attends to every key there, as on one device (executor/program_backend.cpp). Empty when
+// U = R = 1.
 std::vector<plan::Collective> KeyMaskCollectives(int64_t batch, int64_t kv_len, int64_t ulysses, int64_t ring,
-                                                 plan::RotateMethod rotate_method);
+                                                 plan::RotateMethod rotate_method, bool additive = false);
 
 // Adds `c` to the entry of `list` with its op and axis (calls and bytes, saturating), or appends
 // it: sums a step's collectives over its traced calls.

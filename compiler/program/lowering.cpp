@@ -147,7 +147,7 @@ std::vector<CallValues> ModuleCallValues(const Program& p, const std::string& mo
 
 void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::ModelGraph& graph) {
   if (!plan.program) return;
-  std::set<std::string> sites, masked;
+  std::set<std::string> sites, masked, additive;  // additive: a floating attn_mask
   std::map<std::string, const Node*> nodes;
   for (const Node& n : p.nodes) nodes[n.name] = &n;
   for (const plan::ProgramEdit& e : plan.program->edits) {
@@ -156,7 +156,10 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
     auto n = nodes.find(e.node);
     if (n == nodes.end()) continue;
     for (const NamedArgument& in : n->second->inputs) {
-      if (in.name == "attn_mask" && in.arg.kind == Argument::Kind::kTensor) masked.insert(e.module);
+      if (in.name != "attn_mask" || in.arg.kind != Argument::Kind::kTensor) continue;
+      masked.insert(e.module);
+      const TensorMeta* meta = p.FindTensor(in.arg.name);
+      if (meta != nullptr && meta->dtype != ScalarType::kBool) additive.insert(e.module);
     }
   }
   int64_t step_weights = 0;
@@ -181,7 +184,8 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
     for (const model::AttentionCall& call : calls->calls) {
       if (call.q.empty() || call.k.size() < 2) continue;
       for (const plan::Collective& m : plan::KeyMaskCollectives(call.q[0], call.k[1], s.attention->ulysses,
-                                                                 s.attention->ring, s.attention->rotate_method)) {
+                                                                 s.attention->ring, s.attention->rotate_method,
+                                                                 additive.count(s.module) > 0)) {
         plan::AddCollective(mask, m);
       }
     }

@@ -193,6 +193,12 @@ TEST(CostTest, KeyMasksTravelWithTheirKeys) {
   ASSERT_EQ(c.size(), 1u);
   ExpectCollective(c[0], CollectiveOp::kSendRecv, kRingAxis, 0, 9);
   EXPECT_TRUE(KeyMaskCollectives(4, 10, 1, 1, RotateMethod::kAllGather).empty());
+  // An additive mask first all-reduces (max) its 2 rows' fp32 maxima over the 4 cp ranks:
+  // 2(n-1)/n x 8 bytes = 12.
+  c = KeyMaskCollectives(2, 10, 2, 2, RotateMethod::kAllGather, /*additive=*/true);
+  ASSERT_EQ(c.size(), 3u);
+  ExpectCollective(c[0], CollectiveOp::kAllReduce, kCpGroup, 1, 12);
+  EXPECT_TRUE(KeyMaskCollectives(4, 10, 1, 1, RotateMethod::kAllGather, true).empty());
 }
 
 TEST(CostTest, CollectivesSumOverCallsAndDivideBack) {
