@@ -1,156 +1,12 @@
 #include "executor/plan_check.h"
 
-#include <map>
-#include <sstream>
 #include <stdexcept>
 
 #include "compiler/compile.h"
+#include "compiler/rederive.h"
 #include "executor/graph_dump.h"
 
 namespace weft::exec {
-namespace {
-
-std::string Sizes(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
-std::string ItemText(const plan::Split& s) {
-  std::string target = s.target == plan::Split::Target::kOutput ? "output " + std::to_string(s.output)
-                       : s.element >= 0                          ? s.argument + "[" + std::to_string(s.element) + "]"
-                                                                  : s.argument;
-  return target + " dim " + std::to_string(s.dim) + " rank " + std::to_string(s.rank) + (s.optional ? " optional" : "");
-}
-
-std::string ItemText(const plan::Gather& g) {
-  return "output " + std::to_string(g.output) + " dim " + std::to_string(g.dim) + " rank " + std::to_string(g.rank);
-}
-
-// What a split / gather / attention / tp step does, every field the executor acts on, for
-// comparison (origins and costs left out).
-std::string Describe(const plan::Split& s) {
-  return "split " + ItemText(s) + " of " + std::to_string(s.global_size) + " into " + Sizes(s.sizes) +
-         (s.uneven ? " (uneven)" : "");
-}
-
-std::string Describe(const plan::Gather& g) {
-  return "gather " + ItemText(g) + " of " + std::to_string(g.global_size) + " from " + Sizes(g.sizes) +
-         (g.uneven ? " (uneven)" : "");
-}
-
-std::string Describe(const plan::Attention& a) {
-  std::ostringstream os;
-  os << "attention " << plan::AttentionModeName(a.mode) << " (heads " << a.heads << " x " << a.head_dim << ", "
-     << a.local_heads << " local + " << a.head_pad << " pad, ulysses " << a.ulysses << ", ring " << a.ring
-     << ", rotate " << plan::RotateMethodName(a.rotate_method) << (a.convert_to_fp32 ? ", fp32 merge" : "")
-     << (a.uneven_sequence ? ", uneven" : "") << ", q " << a.q_len << ", kv " << a.kv_len << ")";
-  return os.str();
-}
-
-std::string Describe(const plan::TensorParallel& t) {
-  std::string s = std::string(plan::ShardStyleName(t.style)) + " blocks " + Sizes(t.blocks) +
-                  (t.all_reduce_output ? " all-reduced" : "");
-  for (const plan::ParamShard& p : t.params) {
-    s += "; " + p.name + " dim " + std::to_string(p.dim) + " " + Sizes(p.full_shape) + " -> " + Sizes(p.local_shape);
-  }
-  return s;
-}
-
-std::string Quote(const std::string& module) { return "\"" + module + "\""; }
-
-// The differences between the plan's step and the re-derived one, one line each.
-void CompareSteps(const plan::ModuleStep* given, const plan::ModuleStep* derived, const std::string& module,
-                  std::vector<std::string>& out) {
-  const std::string where = "module `" + module + "`: ";
-  auto list = [](const auto& items) {
-    std::vector<std::string> texts;
-    for (const auto& item : items) texts.push_back(Describe(item));
-    return texts;
-  };
-  const std::vector<std::string> given_splits = given ? list(given->splits) : std::vector<std::string>{};
-  const std::vector<std::string> derived_splits = derived ? list(derived->splits) : std::vector<std::string>{};
-  const std::vector<std::string> given_gathers = given ? list(given->gathers) : std::vector<std::string>{};
-  const std::vector<std::string> derived_gathers = derived ? list(derived->gathers) : std::vector<std::string>{};
-  for (size_t i = 0; i < std::max(given_splits.size(), derived_splits.size()); ++i) {
-    const std::string a = i < given_splits.size() ? given_splits[i] : "no such split";
-    const std::string b = i < derived_splits.size() ? derived_splits[i] : "no such split";
-    if (a != b) out.push_back(where + "the plan has `" + a + "`, the model gives `" + b + "`");
-  }
-  for (size_t i = 0; i < std::max(given_gathers.size(), derived_gathers.size()); ++i) {
-    const std::string a = i < given_gathers.size() ? given_gathers[i] : "no such gather";
-    const std::string b = i < derived_gathers.size() ? derived_gathers[i] : "no such gather";
-    if (a != b) out.push_back(where + "the plan has `" + a + "`, the model gives `" + b + "`");
-  }
-  const plan::Attention* ga = given && given->attention ? &*given->attention : nullptr;
-  const plan::Attention* da = derived && derived->attention ? &*derived->attention : nullptr;
-  if (ga != nullptr && da != nullptr && ga->mode != da->mode) {
-    const bool cp = da->mode != plan::AttentionMode::kLocal;
-    out.push_back(where + "attention runs `" + std::string(plan::AttentionModeName(ga->mode)) + "` in the plan, but " +
-                  (cp ? "its K/V are split over the cp group here, so on this mesh it must run `"
-                      : "its K/V are not split here, so it must run `") +
-                  std::string(plan::AttentionModeName(da->mode)) + "`");
-  } else if ((ga == nullptr) != (da == nullptr) || (ga != nullptr && Describe(*ga) != Describe(*da))) {
-    out.push_back(where + "the plan has `" + (ga ? Describe(*ga) : "no attention step") + "`, the model gives `" +
-                  (da ? Describe(*da) : "no attention step") + "`");
-  }
-  const plan::TensorParallel* gt = given && given->tp ? &*given->tp : nullptr;
-  const plan::TensorParallel* dt = derived && derived->tp ? &*derived->tp : nullptr;
-  if ((gt == nullptr) != (dt == nullptr) || (gt != nullptr && Describe(*gt) != Describe(*dt))) {
-    out.push_back(where + "the plan has `" + (gt ? Describe(*gt) : "no tensor-parallel step") + "`, the model gives `" +
-                  (dt ? Describe(*dt) : "no tensor-parallel step") + "`");
-  }
-  if (given != nullptr && derived != nullptr && given->calls != derived->calls) {
-    out.push_back(where + "the plan expects " + std::to_string(given->calls) + " call(s) per forward, the model makes " +
-                  std::to_string(derived->calls));
-  }
-}
-
-}  // namespace
-
-std::string PlanAsRules(const plan::ExecutionPlan& plan) {
-  std::ostringstream cp, tp;
-  for (const plan::ModuleStep& step : plan.steps) {
-    if (step.splits.size() == 1) {
-      cp << "  split " << Quote(step.module) << " " << ItemText(step.splits[0]) << "\n";
-    } else if (!step.splits.empty()) {
-      cp << "  split " << Quote(step.module) << " {\n";
-      for (const plan::Split& s : step.splits) cp << "    " << ItemText(s) << "\n";
-      cp << "  }\n";
-    }
-    if (step.gathers.size() == 1) {
-      cp << "  gather " << Quote(step.module) << " " << ItemText(step.gathers[0]) << "\n";
-    } else if (!step.gathers.empty()) {
-      cp << "  gather " << Quote(step.module) << " {\n";
-      for (const plan::Gather& g : step.gathers) cp << "    " << ItemText(g) << "\n";
-      cp << "  }\n";
-    }
-    // An attention mode the compiler derived (no rule named the site) is derived again.
-    if (step.attention && !step.attention->origin.derived) {
-      cp << "  attention " << Quote(step.module) << " "
-         << (step.attention->mode == plan::AttentionMode::kLocal ? "local" : "context_parallel") << "\n";
-    }
-    if (step.tp) {
-      const plan::ShardStyle style = step.tp->style;
-      const bool packed = style == plan::ShardStyle::kPackedColwise || style == plan::ShardStyle::kPackedRowwise;
-      const char* name = style == plan::ShardStyle::kColwise || style == plan::ShardStyle::kPackedColwise ? "colwise"
-                         : style == plan::ShardStyle::kReplicate                                     ? "replicate"
-                                                                                                      : "rowwise";
-      tp << "  " << name << " " << Quote(step.module);
-      if (packed) {
-        tp << " packed [";
-        for (size_t i = 0; i < step.tp->blocks.size(); ++i) tp << (i ? ", " : "") << step.tp->blocks[i];
-        tp << "]";
-      }
-      tp << "\n";
-    }
-  }
-  std::string text = "plan " + (plan.plan_name.empty() ? std::string("compiled") : plan.plan_name) + " for " +
-                     plan.model_class + "\n";
-  if (!cp.str().empty()) text += "context_parallel {\n" + cp.str() + "}\n";
-  if (!tp.str().empty()) text += "tensor_parallel {\n" + tp.str() + "}\n";
-  return text;
-}
 
 void CheckPlanAgainstModel(const plan::ExecutionPlan& plan, const models::ModelSpec& spec, const std::string& what) {
   if (plan.model_class != models::DiffusersConfigOf(*models::CreateModel(spec)).first) return;
@@ -174,52 +30,11 @@ void CheckPlanAgainstModel(const plan::ExecutionPlan& plan, const models::ModelS
                               workload.name + "`, mesh " + plan.mesh.ToString() + ")";
 
   // The plan's steps as rules, bound and lowered again against the model's own trace.
-  source::SourceManager sources;
-  std::ostringstream rendered;
-  diag::TextRenderer renderer(rendered);
-  diag::ErrorTrackingConsumer tracker(renderer);
-  diag::Emitter diags(sources, tracker, 20);
-  const std::string rules_name = "<" + what + ", as rules>";
-  const source::SourceBuffer& src = sources.Get(sources.Add(source::SourceBuffer(rules_name, PlanAsRules(plan))));
-  std::optional<syntax::PlanAst> ast = syntax::ParsePlan(src, diags);
-  std::optional<plan::ExecutionPlan> derived;
-  if (ast && !ast->has_error && !tracker.seen_error()) {
-    bind::BindOptions options;
-    options.mesh = plan.mesh;
-    options.world_size = plan.mesh.world_size;
-    options.workload = workload.name;
-    options.plan_file = rules_name;
-    derived = CompileAst(*ast, graph, options, diags);
-  }
-  tracker.Flush();
-  if (!derived || tracker.seen_error()) {
-    throw std::runtime_error(context + ": its steps, written as plan rules, do not compile:\n" + rendered.str() +
-                             "  (the plan was edited after it was compiled, or compiled against a graph that does not "
-                             "describe this model)");
-  }
-
-  std::vector<std::string> differences;
-  std::map<std::string, const plan::ModuleStep*> given, again;
-  std::vector<std::string> order;
-  for (const plan::ModuleStep& s : plan.steps) {
-    if (given.emplace(s.module, &s).second) order.push_back(s.module);
-  }
-  for (const plan::ModuleStep& s : derived->steps) {
-    if (again.emplace(s.module, &s).second && !given.count(s.module)) order.push_back(s.module);
-  }
-  for (const std::string& module : order) {
-    auto g = given.find(module);
-    auto d = again.find(module);
-    CompareSteps(g == given.end() ? nullptr : g->second, d == again.end() ? nullptr : d->second, module, differences);
-  }
+  const plan::ExecutionPlan derived = CompileRules(plan, graph, "<" + what + ", as rules>", context, /*program_view=*/false);
+  const std::vector<std::string> differences = StepDifferences(plan, derived);
   if (differences.empty()) return;
-  std::string message = context + ": " + std::to_string(differences.size()) + " difference(s) from what the compiler gives";
-  const size_t shown = std::min<size_t>(differences.size(), 8);
-  for (size_t i = 0; i < shown; ++i) message += "\n  " + differences[i];
-  if (shown < differences.size()) message += "\n  ... and " + std::to_string(differences.size() - shown) + " more";
-  message += "\n  (the plan was edited after it was compiled, or compiled against a graph that does not describe this model; "
-             "recompile it)";
-  throw std::runtime_error(message);
+  throw std::runtime_error(ListDifferences(context, differences) + "\n  (the plan was edited after it was compiled, or compiled against a graph that does not describe this model; "
+                           "recompile it)");
 }
 
 }  // namespace weft::exec

@@ -27,8 +27,4 @@ namespace weft::exec {
 // another model class (Install refuses it with its own message).
 void CheckPlanAgainstModel(const plan::ExecutionPlan& plan, const models::ModelSpec& spec, const std::string& what);
 
-// The plan's steps as plan rules (the DSL), as CheckPlanAgainstModel binds them. Exposed for
-// tests.
-std::string PlanAsRules(const plan::ExecutionPlan& plan);
-
 }  // namespace weft::exec

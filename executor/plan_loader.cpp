@@ -129,6 +129,7 @@ LoadedPlan LoadPlan(const PlanRequest& request) {
     options.workload = workload->name;
     options.plan_file = request.plan_file;
     options.activation_bytes = request.activation_bytes;
+    options.gathers_checked_by_dataflow = request.program_view;
     compiled = CompileAst(*ast, *graph.graph, options, diags);
   }
   tracker.Flush();

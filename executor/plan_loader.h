@@ -18,6 +18,7 @@ struct PlanRequest {
   std::string compiled_file;  // or: a compiled weft.plan/1 file
   std::string graph_file;     // the model's weft.graph/1 file
   std::optional<model::ModelGraph> graph;  // or: the graph itself (traced from the model)
+  bool program_view = false;  // `graph` is a program's view (its dataflow checks gathers)
   std::string workload;       // graph workload to compile for ("" = the graph's first)
   plan::Mesh mesh;            // axes + flags
   int64_t activation_bytes = 2;  // element size of the run's activations (cost model)

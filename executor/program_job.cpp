@@ -21,6 +21,7 @@
 #include "compiler/program/graph_view.h"
 #include "compiler/program/lowering.h"
 #include "compiler/program/program_reader.h"
+#include "compiler/rederive.h"
 #include "executor/device.h"
 #include "executor/install.h"
 #include "executor/plan_loader.h"
@@ -269,6 +270,16 @@ plan::ExecutionPlan ProgramPlan(const ProgramJobOptions& o, const program::Progr
       throw ExecError("--compiled " + o.compiled + " was compiled against a graph, not a program; compile it with "
                       "`weft compile --program " + o.program + "`");
     }
+    // Its edits are what the interpreter applies: derived again from the plan's steps and this
+    // program, they must be the ones in the file (a removed all-reduce re-hashed is refused).
+    program::ManifestWorkload run;
+    run.name = "run";
+    run.inputs = Describe(p, in);
+    try {
+      CheckPlanAgainstProgram(loaded.plan, p, o.program, run, "compiled plan `" + o.compiled + "`");
+    } catch (const std::runtime_error& e) {
+      throw ExecError(e.what());
+    }
     return loaded.plan;
   }
   const std::string cls = p.manifest ? p.manifest->class_name : "";
@@ -284,6 +295,7 @@ plan::ExecutionPlan ProgramPlan(const ProgramJobOptions& o, const program::Progr
   run.inputs = Describe(p, in);
   view.manifest->workloads = {run};
   request.graph = program::GraphOfProgram(view);
+  request.program_view = true;
   request.workload = "run";
   request.mesh = o.mesh;
   request.activation_bytes = p.manifest && p.manifest->dtype == "f32" ? 4 : 2;
@@ -353,18 +365,23 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
   }
   // Tensor parallelism: each rank keeps its shard of the parameters the plan shards (the edits'
   // all-reduces, head counts and norm statistics expect exactly these shards).
-  if (weights.empty()) {
-    nn::RandomizeParameters(*model, 1000 + o.seed);
-    if (plan) {
-      const std::map<std::string, ShardSpec> specs = ShardSpecs(*plan, ctx.AxisRank(dist::Axis::kTp));
-      for (auto& [name, slot] : model->NamedParameters()) {
-        if (auto spec = specs.find(name); spec != specs.end()) *slot = ShardTensor(*slot, spec->second, name);
+  // `sharding`: the plan whose TP shards to keep, or null for the full parameters (--check's
+  // unsharded reference, which must not inherit the TP edits' shards).
+  auto load_parameters = [&](interp::ProgramModel& m, const plan::ExecutionPlan* sharding) {
+    if (weights.empty()) {
+      nn::RandomizeParameters(m, 1000 + o.seed);
+      if (sharding != nullptr) {
+        const std::map<std::string, ShardSpec> specs = ShardSpecs(*sharding, ctx.AxisRank(dist::Axis::kTp));
+        for (auto& [name, slot] : m.NamedParameters()) {
+          if (auto spec = specs.find(name); spec != specs.end()) *slot = ShardTensor(*slot, spec->second, name);
+        }
       }
+    } else {
+      LoadWeightFiles(weights, sharding, m, ctx, dtype);
     }
-  } else {
-    LoadWeightFiles(weights, plan ? &*plan : nullptr, *model, ctx, dtype);
-  }
-  model->ConformParameters(o.device);
+    m.ConformParameters(o.device);
+  };
+  load_parameters(*model, plan ? &*plan : nullptr);
   const auto t_weights = Clock::now();
 
   PlaceInputs(*program, in.args, o.device);
@@ -468,10 +485,7 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
       plain.device = o.device;
       plain.fast_kernels = o.fast_kernels;
       std::unique_ptr<interp::ProgramModel> unsharded = interp::ProgramModel::Create(program, plain);
-      std::map<std::string, at::Tensor*> params;
-      for (auto& [name, slot] : model->NamedParameters()) params[name] = slot;
-      for (auto& [name, slot] : unsharded->NamedParameters()) *slot = *params.at(name);
-      unsharded->ConformParameters(o.device);
+      load_parameters(*unsharded, nullptr);
       unsharded->SetArguments(in.extra);
       reference = Forward(*unsharded, in.args, o.device)[0];
       against = "unsharded";

@@ -27,6 +27,10 @@ struct BindOptions {
   // log-sum-exp that ring attention merges blocks with; "sdpa" (at::scaled_dot_product_attention,
   // diffusers' `native`) does not, so a ring axis is an error with it.
   std::string attention_kernel = "auto";
+  // The graph is a program's view, whose dataflow check (compiler/program/shard_flow.cpp) finds
+  // the dim each gathered value is split on: the binder's coarser length test of gathers (a graph
+  // without dataflow has nothing better) is left to it.
+  bool gathers_checked_by_dataflow = false;
 };
 
 // Binds `ast` (which must have no parse errors) against `graph`. Diagnoses every problem it

@@ -60,6 +60,10 @@ WEFT_DIAGNOSTIC(GatherWithoutSplit, Error,
                 "`{0}` gathers output {1}, but no split runs before it; gathering an unsplit tensor "
                 "would repeat it once per CP rank ({2} on this mesh)",
                 std::string, int64_t, int64_t);
+WEFT_DIAGNOSTIC(GatherOnOtherDim, Error,
+                "`{0}` gathers output {1} along dim {2}, where it has length {3} at workload `{4}`; no split of "
+                "the plan cuts that length ({5}): a gather joins the pieces of a split, along the dim it cut",
+                std::string, int64_t, int64_t, int64_t, std::string, std::string);
 WEFT_DIAGNOSTIC(AttentionRuleMatchesNoSite, Error,
                 "pattern `{0}` matches {1} module(s), none of which is or contains an attention site", std::string,
                 int64_t);
@@ -211,6 +215,10 @@ class Binder {
   void BindSplitItem(model::ModuleId id, const model::ModuleCalls& calls, const syntax::ShardItem& item,
                      const model::Value& value, const std::string& what);
   void BindGatherRule(const syntax::CpRule& rule);
+  // A gather's length at its dim is one the splits cut (or a sum of them: joined streams): a
+  // gather along another dim stacks pieces no split made (--graph has no dataflow to follow;
+  // programs check the dim itself, compiler/program/shard_flow.cpp).
+  void CheckGatherLengths();
   void BindAttentionRule(const syntax::CpRule& rule);
   // Resolves the tensor an item addresses in `call`; nullptr (diagnosed or skipped) if none.
   const model::Value* Resolve(const syntax::ShardItem& item, model::ModuleId id, const model::Call& call,
@@ -885,6 +893,28 @@ void Binder::CheckGathers() {
   }
 }
 
+void Binder::CheckGatherLengths() {
+  if (out_.mesh.Cp() <= 1 || out_.splits.empty() || options_.gathers_checked_by_dataflow) return;
+  const std::vector<int64_t>& cut = out_.sharded_lengths;
+  for (size_t k = 0; k < out_.gathers.size(); ++k) {
+    const BoundGather& g = out_.gathers[k];
+    if (std::binary_search(cut.begin(), cut.end(), g.gather.global_size)) continue;
+    if (!Once(Key(gather_ranges_[k], "length") + std::to_string(g.gather.global_size))) continue;
+    std::string lengths;  // each length once, with the first split that cuts it
+    std::set<int64_t> named;
+    for (const BoundSplit& s : out_.splits) {
+      if (!named.insert(s.split.global_size).second) continue;
+      const std::string what = s.split.target == plan::Split::Target::kOutput
+                                   ? "output " + std::to_string(s.split.output)
+                                   : "`" + s.split.argument + "`";
+      lengths += (lengths.empty() ? "" : ", ") + std::to_string(s.split.global_size) + " (" + what + " of `" +
+                 Display(graph_.modules[s.module].path) + "`, dim " + std::to_string(s.split.dim) + ")";
+    }
+    diags_.Emit(gather_ranges_[k], GatherOnOtherDim, Display(graph_.modules[g.module].path), g.gather.output,
+                g.gather.dim, g.gather.global_size, workload_->name, "the splits cut " + lengths + " and their sums");
+  }
+}
+
 void Binder::CheckOutputGathered() {
   // When data moves, in module pre-order (the order of the graph's registration, which the
   // exporters keep and the gather check above relies on too): a module's argument splits run
@@ -982,6 +1012,7 @@ std::optional<BoundPlan> Binder::Run() {
   CheckGathers();
   CheckOutputGathered();
   ComputeShardedLengths();
+  CheckGatherLengths();
   if (ast_.tensor_parallel) BindTpRules();
   CheckColwiseChains();
   BindAttentionSites();

@@ -159,6 +159,8 @@ WEFT_DIAGNOSTIC(LocalAttentionOverSplitKeys, Error, "{0}", std::string);
 WEFT_DIAGNOSTIC(SplitThroughUnsupportedOperator, Error, "{0}", std::string);
 WEFT_DIAGNOSTIC(SplitNeverGathered, Error, "{0}", std::string);
 WEFT_DIAGNOSTIC(GatherOfUnsplitValue, Error, "{0}", std::string);
+WEFT_DIAGNOSTIC(GatherOnOtherDim, Error, "{0}", std::string);
+WEFT_DIAGNOSTIC(SplitOfSplitValue, Error, "{0}", std::string);
 WEFT_DIAGNOSTIC(AtProgramNode, Note, "at node `{0}` of module `{1}` in the program", std::string, std::string);
 WEFT_DIAGNOSTIC(MeshSpecInvalid, Error, "{0}", std::string);
 WEFT_DIAGNOSTIC(UnknownWorkload, Error, "graph `{0}` has no workload `{1}`; it has {2}", std::string, std::string,
@@ -357,6 +359,7 @@ inline bind::BindOptions BindOptionsFor(const Inputs& in, const Combination& c) 
   b.plan_file = in.plan_files[c.plan];
   b.activation_bytes = in.activation_bytes;
   b.attention_kernel = in.attention_kernel;
+  b.gathers_checked_by_dataflow = c.graph < in.programs.size() && in.programs[c.graph] != nullptr;
   return b;
 }
 

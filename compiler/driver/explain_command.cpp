@@ -15,6 +15,7 @@
 #include "compiler/diag/consumer.h"
 #include "compiler/driver/commands.h"
 #include "compiler/driver/compile_inputs.h"
+#include "compiler/driver/program_lowering.h"
 #include "compiler/model/path_pattern.h"
 
 namespace weft::driver {
@@ -156,6 +157,9 @@ int RunExplain(const CompileOptions& o) {
   for (const Combination& c : in.combinations) {
     std::optional<plan::ExecutionPlan> plan =
         CompileAst(*in.plans[c.plan], in.graphs[c.graph], BindOptionsFor(in, c), diags);
+    // On a program, the plan must also lower into it (the dataflow checks run there), as
+    // `check` and `compile` require; the explanation then shows the cost matched to the edits.
+    if (plan && in.programs[c.graph] != nullptr && !LowerIntoProgram(in, c, *plan, diags)) plan.reset();
     if (!plan) {
       failed = true;
       continue;

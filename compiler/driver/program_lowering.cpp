@@ -28,6 +28,8 @@ const diag::DiagnosticDef<std::string>& DiagnosticOf(program::EditCheck check) {
     case C::kCpUnsupportedOperator: return SplitThroughUnsupportedOperator;
     case C::kSplitNeverGathered: return SplitNeverGathered;
     case C::kGatherOfUnsplitValue: return GatherOfUnsplitValue;
+    case C::kGatherOnOtherDim: return GatherOnOtherDim;
+    case C::kSplitOfSplitValue: return SplitOfSplitValue;
   }
   return PlanDoesNotLowerToProgram;
 }

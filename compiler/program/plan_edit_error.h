@@ -38,6 +38,8 @@ enum class EditCheck : uint8_t {
   kCpUnsupportedOperator,     // an operator a split cannot pass through
   kSplitNeverGathered,        // a split value reaching the program's output
   kGatherOfUnsplitValue,      // a gather of a value that no split reaches
+  kGatherOnOtherDim,          // a gather along another dim than the one its value is split on
+  kSplitOfSplitValue,         // a split of a value that a split already reaches
 };
 
 class PlanEditError : public ProgramError {

@@ -157,7 +157,7 @@ class ShardFlow {
           scoped_.push_back({e.value, e.scope, s});
         }
       } else if (e.kind == Kind::kGather) {
-        gathers_[e.value] = rule(e);
+        gathers_[e.value] = {rule(e), e.dim};
       } else if (e.kind == Kind::kAttention) {
         attention_.insert(e.node);
       } else if (e.kind == Kind::kArgument && !e.value.empty()) {
@@ -181,16 +181,32 @@ class ShardFlow {
       }
     }
     for (const std::string& o : Outputs(n)) {
-      if (auto split = after_.find(o); split != after_.end()) sharded_[o] = split->second;
+      if (auto split = after_.find(o); split != after_.end()) {
+        if (auto already = sharded_.find(o); already != sharded_.end()) RefuseSecondSplit(n, o, split->second, already->second);
+        sharded_[o] = split->second;
+      }
       auto gather = gathers_.find(o);
       if (gather == gathers_.end()) continue;
-      if (sharded_.erase(o) == 0) {
-        const Rule& r = rules_[gather->second];
+      const Rule& r = rules_[gather->second.first];
+      auto split = sharded_.find(o);
+      if (split == sharded_.end()) {
         throw PlanEditError(EditCheck::kGatherOfUnsplitValue, r.origin,
                             where_ + ": the plan gathers `" + o + "`, output of `" + r.module + "`" + RuleAt(r.origin) +
                                 ", but no split reaches it: every rank holds it whole already",
                             n.name, ModuleOf(n));
       }
+      // A gather along another dim would stack the ranks' pieces where no split cut them: an
+      // output of the wrong shape (and values in the wrong places), exit 0.
+      const int64_t dim = Norm(gather->second.second, Rank(o));
+      if (dim != split->second.dim) {
+        throw PlanEditError(EditCheck::kGatherOnOtherDim, r.origin,
+                            where_ + ": the plan gathers `" + o + "`, output of `" + r.module + "`" + RuleAt(r.origin) +
+                                ", along dim " + std::to_string(gather->second.second) + ", but it is split along dim " +
+                                std::to_string(split->second.dim) + " (sizes " + List(Sizes(o)) + ")" + From(split->second) +
+                                "; gather it along dim " + std::to_string(split->second.dim),
+                            n.name, ModuleOf(n));
+      }
+      sharded_.erase(split);
     }
   }
 
@@ -224,6 +240,20 @@ class ShardFlow {
     }
   }
 
+  // `second` would split `v`, which `first` already splits: each rank would keep a piece of its
+  // piece (and attention, gathers and factories would count the lengths wrong).
+  [[noreturn]] void RefuseSecondSplit(const Node& n, const std::string& v, const Sharding& second,
+                                      const Sharding& first) const {
+    const Rule& r = rules_[second.rule];
+    const std::string module = r.module.empty() ? "the root" : "`" + r.module + "`";
+    throw PlanEditError(EditCheck::kSplitOfSplitValue, r.origin,
+                        where_ + ": the plan's rule for " + module + RuleAt(r.origin) + " splits `" + v + "` along dim " +
+                            std::to_string(second.dim) + ", but a split reaches it already, along dim " +
+                            std::to_string(first.dim) + From(first) +
+                            "; split each stream once, where it enters (drop one of the two rules)",
+                        n.name, ModuleOf(n));
+  }
+
   std::string From(const Sharding& s) const {
     const Rule& r = rules_[s.rule];
     const std::string module = r.module.empty() ? "the root" : "`" + r.module + "`";
@@ -254,7 +284,9 @@ class ShardFlow {
       case EditCheck::kLocalAttentionOverSplitKeys:
       case EditCheck::kCpUnsupportedOperator:
       case EditCheck::kSplitNeverGathered:
-      case EditCheck::kGatherOfUnsplitValue: return check;
+      case EditCheck::kGatherOfUnsplitValue:
+      case EditCheck::kGatherOnOtherDim:
+      case EditCheck::kSplitOfSplitValue: return check;
     }
     return check;
   }
@@ -304,11 +336,15 @@ class ShardFlow {
   }
 
   // How `v` is sharded where the node being visited reads it (a split of a module argument covers
-  // the reads inside that module only).
+  // the reads inside that module only; one of a value a split already reaches is refused).
   const Sharding* Find(const std::string& v) const {
     if (current_ != nullptr) {
       for (const Scoped& s : scoped_) {
-        if (s.value == v && NodeInModule(p_, *current_, s.scope)) return &s.sharding;
+        if (s.value != v || !NodeInModule(p_, *current_, s.scope)) continue;
+        if (auto already = sharded_.find(v); already != sharded_.end()) {
+          RefuseSecondSplit(*current_, v, s.sharding, already->second);
+        }
+        return &s.sharding;
       }
     }
     auto it = sharded_.find(v);
@@ -857,7 +893,7 @@ class ShardFlow {
   // Context parallelism (CollectSplits).
   std::vector<Scoped> scoped_;                        // splits of a module argument
   std::map<std::string, Sharding> after_;             // splits right after a value's producer
-  std::map<std::string, size_t> gathers_;             // value -> its gather's rule
+  std::map<std::string, std::pair<size_t, int64_t>> gathers_;  // value -> its gather's rule, dim
   std::set<std::string> attention_;                   // nodes run context-parallel
   std::map<std::string, std::vector<std::pair<int64_t, size_t>>> factory_dims_;  // node -> (dim, rule) made local
 };

@@ -105,7 +105,11 @@ at::Tensor Bf16Step(const at::Tensor& x) {
   return at::exp2(at::floor(at::log2(mag)) - 7);
 }
 
-TEST_P(ProgramParity, Bf16WithinOneStepOfDiffusersBf16) {
+// bf16 against diffusers' bf16 output within 2e-2 x max|reference| (weft-run's bf16 --expect
+// tolerance). Not "within one bf16 step": that holds only on a machine whose bf16 GEMMs round as
+// the fixture machine's did -- on an AVX512-BF16 EPYC diffusers itself is up to 0.0078 from its
+// committed Qwen output (272 of 1536 elements differ). The steps are printed for the record.
+TEST_P(ProgramParity, Bf16WithinToleranceOfDiffusersBf16) {
   const std::string name = GetParam();
   std::unique_ptr<ProgramModel> model = LoadFixtureModel(name, "program_bf16.pt2");
   EXPECT_EQ(model->dtype(), at::kBFloat16);
@@ -117,10 +121,13 @@ TEST_P(ProgramParity, Bf16WithinOneStepOfDiffusersBf16) {
     for (size_t i = 0; i < want.size(); ++i) {
       ASSERT_EQ(got[i].sizes(), want[i].sizes());
       at::Tensor g = got[i].to(at::kDouble), r = want[i].to(at::kDouble);
+      const double scale = r.abs().max().item<double>();
+      const double error = (g - r).abs().max().item<double>();
+      EXPECT_LE(error, 2e-2 * scale) << name << " bf16 at " << w << " output " << i << ": max abs error " << error
+                                     << " vs max|ref| " << scale;
       at::Tensor steps = (g - r).abs() / at::maximum(Bf16Step(r), Bf16Step(g));
-      const double worst = steps.max().item<double>();
-      EXPECT_LE(worst, 1.0) << name << " bf16 at " << w << " output " << i << ": " << worst << " bf16 steps off";
-      std::cout << name << " bf16 at " << w << " output " << i << ": worst " << worst << " bf16 steps, "
+      std::cout << name << " bf16 at " << w << " output " << i << ": max abs error " << error << " (" << error / scale
+                << " x max|ref|), worst " << steps.max().item<double>() << " bf16 steps, "
                 << (g != r).sum().item<int64_t>() << " of " << g.numel() << " elements differ\n";
     }
   }

@@ -53,9 +53,11 @@ TEST(ReportPlanEditError, EveryCheckIsItsOwnKind) {
       {EditCheck::kCpUnsupportedOperator, "SplitThroughUnsupportedOperator"},
       {EditCheck::kSplitNeverGathered, "SplitNeverGathered"},
       {EditCheck::kGatherOfUnsplitValue, "GatherOfUnsplitValue"},
+      {EditCheck::kGatherOnOtherDim, "GatherOnOtherDim"},
+      {EditCheck::kSplitOfSplitValue, "SplitOfSplitValue"},
   };
-  // The table names every check (the enum's values run 0 .. kGatherOfUnsplitValue).
-  ASSERT_EQ(kind_of.size(), static_cast<size_t>(EditCheck::kGatherOfUnsplitValue) + 1);
+  // The table names every check (the enum's values run 0 .. kSplitOfSplitValue).
+  ASSERT_EQ(kind_of.size(), static_cast<size_t>(EditCheck::kSplitOfSplitValue) + 1);
   std::set<std::string> seen;
   for (const auto& [check, kind] : kind_of) {
     SCOPED_TRACE(kind);

@@ -1,0 +1,36 @@
+"""Writes a copy of a compiled weft.plan/1 file with its first program edit of one kind removed
+and its content hash recomputed, as a hostile user would: the hash then holds, and only the
+runner's re-derivation (compiler/rederive.h) can tell.
+
+usage: tamper_plan.py IN.plan.json OUT.plan.json EDIT_KIND
+"""
+import hashlib
+import json
+import sys
+
+
+def content_hash(doc):
+    # compiler/plan/plan_json.h CanonicalPlanJson: the document without content_hash, compact,
+    # keys sorted.
+    body = {k: v for k, v in doc.items() if k != "content_hash"}
+    text = json.dumps(body, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def main():
+    src, dst, kind = sys.argv[1:4]
+    doc = json.load(open(src))
+    if content_hash(doc) != doc["content_hash"]:
+        sys.exit("tamper_plan.py: cannot reproduce the content hash of %s" % src)
+    edits = doc["program"]["edits"]
+    index = next((i for i, e in enumerate(edits) if e["kind"] == kind), None)
+    if index is None:
+        sys.exit("tamper_plan.py: %s has no %s edit" % (src, kind))
+    del edits[index]
+    doc["content_hash"] = content_hash(doc)
+    with open(dst, "w") as out:
+        json.dump(doc, out, indent=1)
+
+
+if __name__ == "__main__":
+    main()
