@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
-"""A torch.export program run by weft's interpreter against weft's hand-written Flux (issue 13).
+"""A torch.export program run by weft's interpreter against weft's hand-written Flux or Wan
+(issues 13, 24).
 
-    .venv/bin/python bench/program_vs_builtin.py [--iters 5] [--warmup 1] [--repeat 3] [--flux-dev]
+    .venv/bin/python bench/program_vs_builtin.py [--model flux|wan] [--mesh M] [--iters 5] [--warmup 1] [--repeat 3] [--flux-dev]
+
+--model wan: diffusers' WanTransformer3DModel at weft's `small` config (tools/model_configs/
+wan-small.json: 2 blocks, 8 heads x 64), 9 frames at 256x256 (3 x 16 x 16 = 768 video tokens),
+256 text tokens, the same seeded weights scheme; the built-in side runs `--model wan:small`.
 
 Same model, seeded weights and inputs as bench/flux_e2e.py (diffusers' FluxTransformer2DModel at
 weft's `small` config, 1024 image + 256 text tokens, batch 1, fp32, CPU, one rank). It exports the
@@ -38,6 +43,33 @@ def export(config, out, log, timeout, extra):
     return rc, time.time() - t0
 
 
+def make_wan_fixture(out_dir, seed):
+    """diffusers' Wan at tools/model_configs/wan-small.json, weights as flux_e2e.make_fixture seeds them."""
+    import torch
+    from diffusers import WanTransformer3DModel
+    from safetensors.torch import save_file
+    sys.path.insert(0, str(ROOT / "tools"))
+    from diffusers_models import RandomFactory, make_inputs
+    spec = json.loads((ROOT / "tools" / "model_configs" / "wan-small.json").read_text())
+    config = {k: v for k, v in spec["config"].items() if not k.startswith("_")}
+    model = WanTransformer3DModel(**config).eval()
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for _, p in sorted(model.named_parameters()):
+            scale = 0.5 if p.dim() == 1 else 1.0 / max(1, p.shape[-1]) ** 0.5
+            p.copy_(torch.randn(p.shape, generator=gen) * scale)
+    inputs = make_inputs("WanTransformer3DModel", spec["config"], dict(spec["workloads"][0], batch=1),
+                         RandomFactory(torch.float32, seed + 1))
+    paths = {"weights": out_dir / "weights.safetensors", "inputs": out_dir / "inputs.safetensors",
+             "reference": out_dir / "reference.safetensors"}
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(paths["weights"]))
+    save_file({k: v.contiguous() for k, v in inputs.items()}, str(paths["inputs"]))
+    with torch.no_grad():
+        ref = model(**inputs, return_dict=False)[0]
+    save_file({"output": ref.contiguous()}, str(paths["reference"]))
+    return paths, sum(p.numel() for p in model.parameters())
+
+
 def load_bench(weft_run, program, log, timeout):
     bench = pathlib.Path(weft_run).resolve().parent.parent / "bench" / "program_bench" / "program_load_bench"
     if not bench.exists():
@@ -60,6 +92,7 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="intra-op threads per rank (default: cores / ranks)")
     ap.add_argument("--mesh", default="", help="run both sides on this mesh (e.g. ulysses=2; the program with "
                     "the class's plan compiled in), default one rank")
+    ap.add_argument("--model", choices=["flux", "wan"], default="flux")
     ap.add_argument("--flux-dev", action="store_true", help="also export Flux.1-dev's program and time its load")
     ap.add_argument("--weft-run", default=default_weft_run())
     ap.add_argument("--timeout", type=int, default=900)
@@ -72,21 +105,22 @@ def main():
     for axis in filter(None, args.mesh.split(",")):
         ranks *= int(axis.split("=")[1])
     threads = args.threads or max(1, cores // ranks)
-    paths, nparams = make_fixture(work, args.seed)
-    program = work / "flux-small.pt2"
-    rc, export_s = export(ROOT / "tools" / "model_configs" / "flux-small.json", program, work / "export.log",
+    paths, nparams = make_fixture(work, args.seed) if args.model == "flux" else make_wan_fixture(work, args.seed)
+    program = work / f"{args.model}-small.pt2"
+    rc, export_s = export(ROOT / "tools" / "model_configs" / f"{args.model}-small.json", program, work / "export.log",
                           args.timeout, ["--inputs", str(paths["inputs"])])
     if rc != 0:
         print("export failed:\n" + tail(work / "export.log", 20))
         return 1
-    print(f"# flux:small, {nparams} parameters; program exported in {export_s:.1f} s "
+    print(f"# {args.model}:small, {nparams} parameters; program exported in {export_s:.1f} s "
           f"({os.path.getsize(program)} bytes); load {loadavg()}", flush=True)
     common = ["--weights", str(paths["weights"]), "--inputs", str(paths["inputs"]), "--iters", str(args.iters),
               "--warmup", str(args.warmup), "--threads", str(threads)]
     mesh = args.mesh or "ulysses=1"
     sides = {
-        "built-in": [args.weft_run, "--model", "flux:small", "--graph", "graphs/flux-small.graph.json",
-                     "--workload", "512x512", "--nproc", str(ranks), "--mesh", mesh] + common,
+        "built-in": [args.weft_run, "--model", f"{args.model}:small"] +
+                    (["--graph", "graphs/flux-small.graph.json", "--workload", "512x512"] if args.model == "flux"
+                     else ["--workload", "256x256x9"]) + ["--nproc", str(ranks), "--mesh", mesh] + common,
         "program": [args.weft_run, "--program", str(program)] + (["--mesh", args.mesh] if args.mesh else []) + common,
     }
     results = {name: {"rss": [], "medians": [], "diff": None, "errors": []} for name in sides}
@@ -122,7 +156,8 @@ def main():
             flux_dev["load"] = load_bench(args.weft_run, dev, work / "load_dev.log", args.timeout)
 
     print()
-    print(f"Flux small, 1024+256 tokens, fp32, CPU, {ranks} rank(s) ({mesh}), {threads} threads each; median of {args.iters} after "
+    what = "Flux small, 1024+256 tokens" if args.model == "flux" else "Wan small, 768 video + 256 text tokens"
+    print(f"{what}, fp32, CPU, {ranks} rank(s) ({mesh}), {threads} threads each; median of {args.iters} after "
           f"{args.warmup} warm-up, {args.repeat} alternating runs per side")
     head = ["side", "median ms (runs)", "best ms", "peak RSS MiB", "max|out - diffusers|"]
     rows = []
