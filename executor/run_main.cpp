@@ -31,6 +31,7 @@
 #include <vector>
 
 #include <c10/util/Exception.h>
+#include <nlohmann/json.hpp>
 #include <torch/version.h>  // TORCH_VERSION only
 
 #include "compiler/source/version.h"
@@ -44,6 +45,7 @@
 #include "executor/job_identity.h"
 #include "executor/model_dir.h"
 #include "executor/plan_loader.h"
+#include "executor/program_cache.h"
 #include "executor/program_job.h"
 #include "executor/run_job.h"
 #include "executor/smoke_job.h"
@@ -277,6 +279,39 @@ exec::JobIdentity JobIdentityOf(const RunOptions& o, const dist::MeshShape& shap
   for (size_t i = 0; i < weights.size(); ++i) add("weights " + std::to_string(i + 1), exec::FileIdentity(weights[i]));
   add("inputs", o.inputs.empty() ? "seeded" : exec::FileIdentity(o.inputs));
   return id;
+}
+
+// The class config.json names, "" when it names none (a malformed config.json is left to
+// ReadModelDir, whose messages name what is wrong with it).
+std::string ClassOfModelDir(const std::string& dir) {
+  std::ifstream in(dir + "/config.json");
+  const nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object() || !config.contains("_class_name") || !config["_class_name"].is_string()) return "";
+  return config["_class_name"].get<std::string>();
+}
+
+// --program auto, or --model-dir of a class weft has no hand-written model for: the program of
+// the model (--model-dir, else --model's tools/model_configs entry) from the program cache,
+// exported there once (executor/program_cache.h). The launcher says what it does; its ranks
+// find the entry it made.
+void ResolveProgram(RunOptions& o) {
+  const std::string cls = o.program.empty() && !o.model_dir.empty() ? ClassOfModelDir(o.model_dir) : "";
+  const bool no_builtin = !cls.empty() && !o.smoke && !o.dump_graph && models::FamilyOfClass(cls).empty();
+  if (o.program != "auto" && !no_builtin) return;
+  exec::ProgramSource source;
+  if (!o.model_dir.empty()) {
+    source.model_dir = o.model_dir;
+  } else {
+    source.config_file = exec::ModelConfigFileFor(models::ParseModelSpec(o.model), exec::DataDir());
+    if (source.config_file.empty()) {
+      throw UsageError("--program auto: no tools/model_configs entry for --model " + o.model + " in " +
+                       exec::DataDir() + " to export it from");
+    }
+  }
+  source.inputs = o.inputs;
+  source.workload = o.workload;
+  source.dtype = o.dtype;
+  o.program = exec::FindOrExportProgram(source, !dist::LaunchedAsRank()).path;
 }
 
 // One rank of the job.
@@ -536,13 +571,19 @@ int main(int argc, char** argv) {
   app.add_option("--compiled", o.compiled, "Compiled plan (weft.plan/1 JSON from `weft compile`)")
       ->check(CLI::ExistingFile)->excludes(plan_opt);
   auto* program_opt = app.add_option("--program", o.program, "A torch.export program (.pt2, tools/export_program.py) to "
-                                                             "run instead of a built-in model: weights from --model-dir "
+                                                             "run instead of a built-in model, or `auto`: the program of "
+                                                             "--model-dir (else --model), exported once into the program "
+                                                             "cache ($WEFT_PROGRAM_CACHE, else ~/.cache/weft/programs; a "
+                                                             "--model-dir of a class without a built-in model always "
+                                                             "runs so). Weights from --model-dir "
                                                              "or --weights (default: seeded), inputs from --inputs "
                                                              "(default: made at its first workload). On a mesh the plan "
                                                              "(--plan, default: plans/ for its class) is compiled into "
                                                              "the program; --check compares with the unsharded program "
                                                              "(on one rank: with the built-in model of its class)")
-                          ->check(CLI::ExistingFile);
+                          ->check(CLI::Validator(
+                              [](std::string& v) { return v == "auto" ? std::string() : CLI::ExistingFile(v); },
+                              "FILE or auto"));
   app.add_option("--model", o.model, "Built-in model NAME:CONFIG: flux:{tiny,small,dev,schnell}, "
                                      "wan:{tiny,small,1.3b,14b,...} (default flux:tiny)");
   app.add_option("--model-dir", o.model_dir, "A diffusers save_pretrained directory (config.json + *.safetensors, "
@@ -622,6 +663,7 @@ int main(int argc, char** argv) {
 #endif
   }
   try {
+    ResolveProgram(o);
     if (o.dump_graph) return DumpGraph(o);
     if (dist::LaunchedAsRank()) return RunRank(o);
     return RunLauncher(o, argc, argv);
