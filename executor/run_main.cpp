@@ -1,8 +1,9 @@
-// `weft-run`: the runner. Compiles (or reads) a plan, installs it on a built-in model and runs
-// sharded forward passes on N ranks, checking the result against one device.
+// `weft-run`: the runner. Compiles (or reads) a plan, applies it to a program (or installs it on a
+// built-in model) and runs sharded forward passes on N ranks, checking the result against one
+// device.
 //
-//   weft-run                          the default job: tiny Flux, plans/flux.weft, 4 local
-//                                     CPU ranks as ring=2 x ulysses=2, --check
+//   weft-run                          the main job: tiny Flux as a program (--program auto),
+//                                     plans/flux.weft, 4 local CPU ranks as ring=2 x ulysses=2, --check
 //   weft-run --model flux:small --mesh ulysses=4 --iters 5 --report json
 //   weft-run --compiled plan.json --weights w.safetensors --inputs in.safetensors --output out.safetensors
 //   weft-run --smoke --nproc 8 --mesh ring=2,ulysses=2,tp=2   (the distributed smoke job)
@@ -542,8 +543,8 @@ void ReportError(const std::string& text) {
 
 int main(int argc, char** argv) {
   CLI::App app{"weft-run: run a model sharded by a weft plan on N local ranks, or as one rank under "
-               "torchrun/srun.\nWith no arguments: tiny Flux with plans/flux.weft on 4 local CPU ranks "
-               "(ring=2 x ulysses=2), checked against one device."};
+               "torchrun/srun.\nWith no arguments: tiny Flux as a program (exported once into the program cache) "
+               "with plans/flux.weft on 4 local CPU ranks (ring=2 x ulysses=2), checked against the unsharded program."};
   app.set_version_flag("--version", VersionText());
   RunOptions o;
   app.add_option("--nproc", o.nproc, "Local ranks to spawn (default: the mesh's world size, 4)")
@@ -641,8 +642,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  // No arguments at all: the embedded default job, checked.
-  if (argc == 1) o.check = true;
+  // No arguments at all: the main job -- tiny Flux as a program (exported once into the program
+  // cache), plans/flux.weft compiled into it, on 4 local ranks as ring=2 x ulysses=2, checked
+  // against the unsharded program.
+  if (argc == 1) {
+    o.check = true;
+    o.program = "auto";
+    o.mesh = "ring=2,ulysses=2";
+  }
   o.dump_graph = dump_opt->count() > 0;
   o.dtype_given = dtype_opt->count() > 0;
   o.tolerance_given = tolerance_opt->count() > 0;

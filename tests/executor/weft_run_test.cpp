@@ -243,12 +243,13 @@ size_t Lines(const std::string& text) {
   return n + (!text.empty() && text.back() != '\n');
 }
 
-TEST(WeftRunJob, DefaultJobIsTinyFluxOnRing2Ulysses2Checked) {
+// The main job: tiny Flux as a program from the program cache, plans/flux.weft compiled into it.
+TEST(WeftRunJob, DefaultJobIsTinyFluxAsAProgramOnRing2Ulysses2Checked) {
   Shell s = Sh(kWeftRun);
   ASSERT_EQ(s.status, 0) << s.output;
-  EXPECT_NE(s.output.find("[rank 0] weft-run: flux:tiny on 4 ranks (tp=1,ring=2,ulysses=2)"), std::string::npos)
-      << s.output;
-  EXPECT_NE(s.output.find("[rank 0] weft-run: check passed"), std::string::npos) << s.output;
+  EXPECT_NE(s.output.find(".pt2 (FluxTransformer2DModel, "), std::string::npos) << s.output;
+  EXPECT_NE(s.output.find(") on tp=1,ring=2,ulysses=2: loaded in "), std::string::npos) << s.output;
+  EXPECT_NE(s.output.find("[rank 0] weft-run: check against the unsharded model passed"), std::string::npos) << s.output;
 }
 
 TEST(WeftRunJob, JsonReportHasLatencyCollectivesAndMemory) {
@@ -419,9 +420,9 @@ TEST(WeftRunJob, DumpedGraphChecksThePlan) {
   ASSERT_EQ(d.status, 0) << d.output;
   Shell c = Sh(kWeft + " check " + kSource + "/plans/flux.weft --graph " + graph + " --mesh ring=2,ulysses=2");
   EXPECT_EQ(c.status, 0) << c.output;
-  Shell missing = Sh(kWeftRun + " --model wan:small --dump-graph");
+  Shell missing = Sh(kWeftRun + " --model wan:ti2v-5b --dump-graph");
   EXPECT_EQ(missing.status, 2) << missing.output;
-  EXPECT_NE(missing.output.find("no tools/model_configs entry (the workloads to trace) for wan:small"),
+  EXPECT_NE(missing.output.find("no tools/model_configs entry (the workloads to trace) for wan:ti2v-5b"),
             std::string::npos) << missing.output;
 }
 
