@@ -1,6 +1,7 @@
 #include "compiler/program/program_reader.h"
 
 #include "compiler/program/inline_hops.h"
+#include "compiler/program/validate.h"
 #include "compiler/source/sha256.h"
 
 #include <nlohmann/json.hpp>
@@ -626,6 +627,7 @@ Program ParseProgramJson(const std::string& model_json, const std::string& where
   if (const Json* guards = OptField(j, "guards_code")) {
     for (const Json& g : Array(*guards, where)) p.guards.push_back(String(g, where));
   }
+  ValidateProgram(p, where);
   InlineHigherOrderOps(p, where);
   return p;
 }
