@@ -16,6 +16,44 @@ using Json = nlohmann::json;
 
 [[noreturn]] void Fail(const std::string& where, const std::string& what) { throw ProgramError(where + ": " + what); }
 
+// How deep a program's JSON documents may nest (objects and arrays). Real exports nest 11 deep, 25
+// with a higher-order operator's body; reading (and nlohmann's printing) recurses per level, so a
+// document nested thousands deep would overflow the stack instead of being refused.
+constexpr int kMaxJsonNesting = 256;
+
+// The deepest nesting of `text`'s objects and arrays, outside strings (a cheap scan before
+// parsing; the parse itself still rejects malformed text).
+int JsonNesting(const std::string& text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+// `text` parsed; ProgramError naming `where` when it is not JSON or nests deeper than weft reads.
+Json ParseJson(const std::string& text, const std::string& where, const char* not_json = "not JSON") {
+  const int nesting = JsonNesting(text);
+  if (nesting > kMaxJsonNesting) {
+    Fail(where, "nests " + std::to_string(nesting) + " levels deep; weft reads JSON nested at most " +
+                    std::to_string(kMaxJsonNesting) + " deep");
+  }
+  Json j = Json::parse(text, nullptr, false);
+  if (j.is_discarded()) Fail(where, not_json);
+  return j;
+}
+
 const Json& Field(const Json& j, const char* key, const std::string& where) {
   if (!j.is_object()) Fail(where, "expected an object");
   auto it = j.find(key);
@@ -253,7 +291,7 @@ TreeSpec ParseTreeSpecNode(const Json& j, const std::string& where) {
   const Json& context = Field(j, "context", where);
   t.context = context.is_string() ? context.get<std::string>() : context.dump();
   if (t.type == "builtins.dict" && context.is_string()) {
-    Json keys = Json::parse(t.context, nullptr, false);
+    Json keys = JsonNesting(t.context) <= kMaxJsonNesting ? Json::parse(t.context, nullptr, false) : Json();
     if (keys.is_array()) {
       for (const Json& k : keys) t.keys.push_back(k.is_string() ? k.get<std::string>() : k.dump());
     }
@@ -265,8 +303,7 @@ TreeSpec ParseTreeSpecNode(const Json& j, const std::string& where) {
 }
 
 TreeSpec ParseTreeSpec(const std::string& text, const std::string& where) {
-  Json j = Json::parse(text, nullptr, false);
-  if (j.is_discarded()) Fail(where, "not JSON");
+  Json j = ParseJson(text, where);
   if (!j.is_array() || j.size() != 2 || !j[0].is_number_integer()) Fail(where, "expected [version, spec]");
   if (j[0].get<int>() != 1) Fail(where, "pytree spec version " + j[0].dump() + "; weft reads version 1");
   return ParseTreeSpecNode(j[1], where);
@@ -456,8 +493,7 @@ void ParseModuleCallGraph(const Json& mcg, const std::string& where, Program& p)
 }
 
 void ParsePayloads(const std::string& text, const std::string& where, std::vector<Payload>& out) {
-  Json j = Json::parse(text, nullptr, false);
-  if (j.is_discarded()) Fail(where, "not JSON");
+  Json j = ParseJson(text, where);
   for (auto& [fqn, meta] : Field(j, "config", where).items()) {
     Payload pl;
     pl.fqn = fqn;
@@ -482,8 +518,7 @@ model::Attr ParseAttr(const Json& j, const std::string& where) {
 }
 
 Manifest ParseManifest(const std::string& text, const std::string& where) {
-  Json j = Json::parse(text, nullptr, false);
-  if (j.is_discarded()) Fail(where, "not JSON");
+  Json j = ParseJson(text, where);
   const std::string& format = String(Field(j, "format", where), where + ".format");
   if (format != "weft.program/1") Fail(where, "format `" + format + "`; weft reads weft.program/1");
   Manifest m;
@@ -591,8 +626,7 @@ Manifest ParseManifest(const std::string& text, const std::string& where) {
 }  // namespace
 
 Program ParseProgramJson(const std::string& model_json, const std::string& where) {
-  Json j = Json::parse(model_json, nullptr, false);
-  if (j.is_discarded()) Fail(where, "not valid JSON");
+  Json j = ParseJson(model_json, where, "not valid JSON");
   Program p;
   p.hash = "sha256:" + source::Sha256Hex(model_json);
   StackTable().clear();

@@ -118,5 +118,38 @@ TEST(ProgramReaderTest, CorruptedEntryFailsItsCrc) {
   EXPECT_NE(error.find("models/model.json"), std::string::npos) << error;
 }
 
+// JSON nested thousands deep is refused by its depth, not read recursively into a stack overflow
+// (issue 28 defect 5, the JSON side): in the graph and in a module's input spec.
+TEST(ProgramReaderTest, DeepNestingIsRefusedNotRecursed) {
+  Archive a = Archive::Open(kFlux);
+  const std::string deep = std::string(5000, '[') + std::string(5000, ']');
+  {
+    nlohmann::json j = nlohmann::json::parse(a.Read("models/model.json"));
+    j["graph_module"]["graph"]["nodes"][3]["metadata"]["weft_probe"] = "PROBE";
+    std::string text = j.dump();
+    text.replace(text.find("\"PROBE\""), 7, deep);
+    try {
+      ParseProgramJson(text, "deep.pt2: models/model.json");
+      FAIL() << "a 5000-deep document was read";
+    } catch (const ProgramError& e) {
+      EXPECT_STREQ(e.what(), "deep.pt2: models/model.json: nests 5006 levels deep; weft reads JSON nested at most 256 deep");
+    }
+  }
+  {
+    nlohmann::json j = nlohmann::json::parse(a.Read("models/model.json"));
+    nlohmann::json spec = {{"type", nullptr}, {"context", nullptr}, {"children_spec", nlohmann::json::array()}};
+    std::string text = spec.dump();
+    for (int i = 0; i < 5000; ++i) text = R"({"type": "builtins.tuple", "context": "null", "children_spec": [)" + text + "]}";
+    j["graph_module"]["module_call_graph"][0]["signature"]["in_spec"] = "[1, " + text + "]";
+    try {
+      ParseProgramJson(j.dump(), "deep.pt2: models/model.json");
+      FAIL() << "a 5000-deep input spec was read";
+    } catch (const ProgramError& e) {
+      EXPECT_STREQ(e.what(), "deep.pt2: models/model.json: module_call_graph: module ``.in_spec: nests 10003 levels deep; "
+                             "weft reads JSON nested at most 256 deep");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace weft::program
