@@ -117,6 +117,23 @@ Inputs ReadInputs(const std::string& file) {
   return in;
 }
 
+// A workload's input is made whole on each rank: one larger than this machine's memory is refused
+// by name before allocating (the reader already refused negative and overflowing shapes).
+void CheckFitsInMemory(const program::InputDesc& d, const std::string& workload, size_t element_bytes) {
+  const int64_t available = AvailableMemoryBytes();
+  if (available <= 0) return;
+  double bytes = static_cast<double>(element_bytes);
+  std::string shape;
+  for (int64_t x : d.shape) {
+    bytes *= static_cast<double>(x);
+    shape += (shape.empty() ? "" : ", ") + std::to_string(x);
+  }
+  if (bytes > static_cast<double>(available)) {
+    throw ExecError("input `" + d.name + "` of workload `" + workload + "` is [" + shape + "] " + d.dtype + ": " +
+                    Gb(bytes) + ", more than the " + Gb(static_cast<double>(available)) + " this machine has available");
+  }
+}
+
 // Inputs at a manifest workload: seeded normal floats; integer and boolean tensors named like a
 // mask are all ones (nothing masked); any other integer tensor (indices) needs --inputs.
 Inputs MakeInputs(const program::Program& p, const std::string& workload, uint64_t seed) {
@@ -143,6 +160,7 @@ Inputs MakeInputs(const program::Program& p, const std::string& workload, uint64
     }
     std::optional<at::ScalarType> dtype = DtypeOfName(d.dtype);
     if (!dtype) throw ExecError("input `" + d.name + "` has dtype " + d.dtype + ", which weft cannot make");
+    CheckFitsInMemory(d, w->name, c10::elementSize(*dtype));
     if (at::isFloatingType(*dtype)) {
       in.args.Set(d.name, at::randn(d.shape, gen, at::TensorOptions().dtype(at::kFloat)).to(*dtype));
     } else if (d.name.find("mask") != std::string::npos) {

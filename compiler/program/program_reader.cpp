@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 namespace weft::program {
@@ -96,6 +97,23 @@ const Json& Array(const Json& j, const std::string& where) {
 std::pair<std::string, const Json*> UnionOf(const Json& j, const std::string& where) {
   if (!j.is_object() || j.size() != 1) Fail(where, "expected a one-field union object");
   return {j.begin().key(), &j.begin().value()};
+}
+
+// A concrete shape's sizes are not negative and its element count fits in int64 (LibTorch's
+// limit), so nothing downstream allocates from an overflowed or negative size.
+void CheckShape(const std::vector<int64_t>& sizes, const std::string& where) {
+  int64_t elements = 1;
+  bool overflow = false;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] < 0) Fail(where, "size " + std::to_string(sizes[d]) + " in dim " + std::to_string(d) + " is negative");
+    if (sizes[d] != 0 && elements > std::numeric_limits<int64_t>::max() / sizes[d]) overflow = true;
+    else elements *= sizes[d];
+  }
+  if (overflow && std::find(sizes.begin(), sizes.end(), 0) == sizes.end()) {
+    std::string text;
+    for (int64_t x : sizes) text += (text.empty() ? "" : ", ") + std::to_string(x);
+    Fail(where, "[" + text + "] holds more than 2^63 elements");
+  }
 }
 
 Device ParseDevice(const Json& j, const std::string& where) {
@@ -501,7 +519,12 @@ void ParsePayloads(const std::string& text, const std::string& where, std::vecto
     pl.path_name = String(Field(meta, "path_name", at), at);
     if (const Json* v = OptField(meta, "is_param")) pl.is_param = Bool(*v, at);
     if (const Json* v = OptField(meta, "use_pickle")) pl.use_pickle = Bool(*v, at);
-    if (const Json* v = OptField(meta, "tensor_meta")) pl.meta = ParseTensorMeta(*v, at);
+    if (const Json* v = OptField(meta, "tensor_meta")) {
+      pl.meta = ParseTensorMeta(*v, at);
+      std::vector<int64_t> sizes;
+      for (const SymInt& x : pl.meta.sizes) sizes.push_back(x.value);
+      CheckShape(sizes, at + " sizes");
+    }
     out.push_back(std::move(pl));
   }
 }
@@ -587,6 +610,7 @@ Manifest ParseManifest(const std::string& text, const std::string& where) {
         if (const Json* shape = OptField(v, "shape")) {
           in.tensor = true;
           for (const Json& d : Array(*shape, at)) in.shape.push_back(Int(d, at + " input `" + k + "`"));
+          CheckShape(in.shape, at + " input `" + k + "` shape");
           in.dtype = String(Field(v, "dtype", at), at);
         } else {
           in.value_json = Field(v, "value", at).dump();

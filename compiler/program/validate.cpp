@@ -165,6 +165,14 @@ class Validator {
              std::to_string(d));
       }
     }
+    int64_t elements = 1;
+    for (const SymInt& x : m.sizes) {
+      if (x.symbolic || x.value == 0) continue;
+      if (elements > INT64_MAX / x.value) {
+        Fail("tensor `" + t + "` (" + what + ") has sizes " + SizesText(m.sizes) + ": more than 2^63 elements");
+      }
+      elements *= x.value;
+    }
     if (!m.strides.empty() && m.strides.size() != m.sizes.size()) {
       Fail("tensor `" + t + "` (" + what + ") has " + std::to_string(m.sizes.size()) + " sizes but " +
            std::to_string(m.strides.size()) + " strides");

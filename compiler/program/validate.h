@@ -6,9 +6,10 @@
 // answer. Two families of facts:
 //  - dataflow: every value is defined exactly once (a graph input or one node's output), before
 //    any node reads it; the graph's outputs are defined. A cycle is a read before definition.
-//  - metadata: every tensor has its sizes and a known dtype, sizes are not negative, strides (if
-//    given) match the rank, and where an operator's result is fixed by its inputs' sizes
-//    (elementwise with broadcasting, linear, view/reshape), the recorded sizes agree.
+//  - metadata: every tensor has its sizes and a known dtype, sizes are not negative and hold at
+//    most 2^63 elements, strides (if given) match the rank, and where an operator's result is
+//    fixed by its inputs' sizes (elementwise with broadcasting, linear, view/reshape), the
+//    recorded sizes agree.
 // Each violation is a ProgramError naming the graph (`where`), the node by index and name, and
 // the value, and saying the program is malformed.
 

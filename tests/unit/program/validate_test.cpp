@@ -142,6 +142,16 @@ TEST(ValidateProgramTest, UnknownDtypeNegativeSizeAndStrideCount) {
                 "but 2 strides: the program is malformed");
 }
 
+TEST(ValidateProgramTest, ParameterSizesThatOverflow) {
+  const std::string error = ErrorAfter([](Json& j) {
+    Json& sizes = GraphOf(j)["tensor_values"]["p_transformer_blocks_0_attn_to_q_weight"]["sizes"];
+    sizes = Json::array({{{"as_int", int64_t{1} << 40}}, {{"as_int", int64_t{1} << 40}}});
+  });
+  EXPECT_EQ(error, std::string(kWhere) +
+                       ": tensor `p_transformer_blocks_0_attn_to_q_weight` (graph input) has sizes [1099511627776, "
+                       "1099511627776]: more than 2^63 elements: the program is malformed");
+}
+
 // Sizes that disagree with the operator: what made `weft check` blame the TP plan before.
 TEST(ValidateProgramTest, LinearOutputSizesDisagreeWithItsInputs) {
   const std::string tail = "`add_3` [s2, s87, 64], `p_transformer_blocks_0_attn_to_q_weight` [64, 64] give [s2, s87, 64]: "
