@@ -33,6 +33,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The first line of a c10d error (later lines are its C++ stack).
+std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
+
 int64_t ElapsedMs(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
 }
@@ -622,15 +625,21 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
           }
         } catch (const std::exception&) {
         }
+        const int64_t elapsed = ElapsedMs(t0);
+        const std::string timeout = " (timeout " + std::to_string(options.timeout.count()) + " ms)";
+        if (missing.empty() || elapsed < options.timeout.count()) {
+          // The wait ended before its timeout, or the store no longer answers which ranks it
+          // holds: the store itself went away (rank 0, which serves it, stopped).
+          throw DistError(who + "the TCPStore on " + where + " stopped answering after " + std::to_string(elapsed) +
+                          " ms, before every rank arrived" + timeout + ": " + FirstLine(e.what()) +
+                          "; rank 0 serves it: see why rank 0 stopped");
+        }
         std::string list;
         for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
-        throw DistError(who + (missing.empty() ? std::string("not every rank")
-                                               : (missing.size() == 1 ? "rank " : "ranks ") + list + " of " +
-                                                     std::to_string(world.world_size)) +
-                        " did not arrive at the TCPStore on " + where +
-                        " within " + std::to_string(ElapsedMs(t0)) + " ms (timeout " +
-                        std::to_string(options.timeout.count()) +
-                        " ms); are they started, with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE=" +
+        throw DistError(who + (missing.size() == 1 ? "rank " : "ranks ") + list + " of " +
+                        std::to_string(world.world_size) + " did not arrive at the TCPStore on " + where + " within " +
+                        std::to_string(elapsed) + " ms" + timeout +
+                        "; are they started, with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE=" +
                         std::to_string(world.world_size) + "?");
       }
       for (int r = 0; r < world.world_size; ++r) {

@@ -733,6 +733,23 @@ TEST(WeftRunHostile, RankZeroWithoutItsPeerNamesTheMissingRank) {
   EXPECT_LT(seconds, 8.0);
 }
 
+// A rank waiting at the store when rank 0 (which serves it) gives up says that the store went
+// away, not a garbled "not every rank did not arrive" (issue 28 defect 16).
+TEST(WeftRunHostile, RankWhoseStoreWentAwaySaysSo) {
+  const int port = FreePort();
+  // Rank 0 gives up after 1 s (ranks 2 and 3 never come); rank 1, with 10 s, sees its store go.
+  const auto [seconds, s] = Timed("sh -c '(" + RankEnv(0, 4, port) + kWeftRun +
+                                  " --no-prefix --timeout-ms 1000 >/dev/null 2>&1 &); sleep 0.3; " + RankEnv(1, 4, port) +
+                                  kWeftRun + " --no-prefix --timeout 10'");
+  EXPECT_EQ(s.status, 1) << s.output;
+  const std::regex line("weft-run: error: rank 1: the TCPStore on 127\\.0\\.0\\.1:" + std::to_string(port) +
+                        " stopped answering after [0-9]+ ms, before every rank arrived \\(timeout 10000 ms\\): [^\n]+; "
+                        "rank 0 serves it: see why rank 0 stopped\n");
+  EXPECT_TRUE(std::regex_match(s.output, line)) << s.output;
+  EXPECT_EQ(s.output.find("not every rank"), std::string::npos) << s.output;
+  EXPECT_LT(seconds, 6.0);
+}
+
 TEST(WeftRunHostile, MeshAxisBeyondTheBoundNamesTheBound) {
   Shell s = Sh(kWeftRun + " --model flux:tiny --mesh ulysses=1000000");
   EXPECT_EQ(s.status, 2) << s.output;
