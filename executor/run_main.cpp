@@ -560,6 +560,11 @@ int main(int argc, char** argv) {
                  "Seconds the rendezvous and every collective may take; a rank that waits longer exits "
                  "non-zero naming the peer it waited for, its host, the axis and the collective (default: "
                  "WEFT_TIMEOUT_S, else 30)")
+      // NaN compares false with both bounds, so Range alone lets it through (and it became 30 s).
+      ->check([](const std::string& text) {
+        return std::isnan(std::strtod(text.c_str(), nullptr)) ? "Value " + text + " is not a number of seconds"
+                                                               : std::string();
+      })
       ->check(CLI::Range(0.1, 86400.0))
       ->excludes(timeout_ms_opt);
   app.add_option("--threads", o.threads,

@@ -750,6 +750,29 @@ TEST(WeftRunHostile, RankWhoseStoreWentAwaySaysSo) {
   EXPECT_LT(seconds, 6.0);
 }
 
+// Every timeout knob refuses what is not a number of seconds in range: NaN compared false with
+// Range's bounds and became the 30 s default (issue 28 defect 17).
+TEST(WeftRunHostile, TimeoutsThatAreNotNumbersAreRefused) {
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--timeout nan", "--timeout: Value nan is not a number of seconds\n"},
+           {"--timeout NaN", "--timeout: Value NaN is not a number of seconds\n"},
+           {"--timeout inf", "--timeout: Value inf not in range 0.100000 to 86400.000000\n"},
+           {"--timeout -1", "--timeout: Value -1 not in range 0.100000 to 86400.000000\n"},
+           {"--timeout 0", "--timeout: Value 0 not in range 0.100000 to 86400.000000\n"},
+           {"--timeout-ms nan", "--timeout-ms: Value nan not in range 100 to 86400000\n"},
+           {"--timeout-ms -5", "--timeout-ms: Value -5 not in range 100 to 86400000\n"}}) {
+    Shell s = Sh(kWeftRun + " --no-prefix " + args);
+    EXPECT_EQ(s.status, 2) << args << ": " << s.output;
+    EXPECT_EQ(s.output.substr(0, s.output.find("Run with --help")), message) << args;
+  }
+  for (const char* value : {"nan", "inf", "-1", "0"}) {
+    Shell s = Sh(std::string("WEFT_TIMEOUT_S=") + value + " " + kWeftRun + " --no-prefix");
+    EXPECT_EQ(s.status, 2) << value << ": " << s.output;
+    EXPECT_EQ(s.output, std::string("weft-run: environment variable WEFT_TIMEOUT_S=`") + value +
+                            "` is not a number of seconds in 0.1..86400\n");
+  }
+}
+
 TEST(WeftRunHostile, MeshAxisBeyondTheBoundNamesTheBound) {
   Shell s = Sh(kWeftRun + " --model flux:tiny --mesh ulysses=1000000");
   EXPECT_EQ(s.status, 2) << s.output;
