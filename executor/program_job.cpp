@@ -1,4 +1,5 @@
 #include "executor/program_job.h"
+#include "compiler/source/output_file.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
@@ -567,7 +568,7 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
     if (o.report == "json") {
       std::cout << report.dump(2) << std::endl;
     } else if (!o.report.empty()) {
-      std::ofstream(o.report) << report.dump(2) << "\n";
+      source::WriteFileOrThrow(o.report, report.dump(2) + "\n");
     }
     std::fprintf(stderr, "weft-run: program %s (%s, %zu nodes, %zu instructions, %zu on fast kernels, %zu row-slice moves)%s: loaded in %.0f ms, "
                  "median %.2f ms over %zu iteration(s)\n", o.program.c_str(), report["class"].get<std::string>().c_str(),

@@ -1,4 +1,5 @@
 #include "executor/run_job.h"
+#include "compiler/source/output_file.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
@@ -239,7 +240,7 @@ JobResult RunJob(dist::DistContext& ctx, const plan::ExecutionPlan& plan, const 
     if (options.report == "json") {
       std::cout << report.dump(2) << std::endl;
     } else if (!options.report.empty()) {
-      std::ofstream(options.report) << report.dump(2) << "\n";
+      source::WriteFileOrThrow(options.report, report.dump(2) + "\n");
     }
     std::fprintf(stderr, "weft-run: %s on %d ranks (%s): median %.2f ms over %zu iteration(s)\n",
                  options.model.ToString().c_str(), ctx.world_size(), plan.mesh.ToString().c_str(),

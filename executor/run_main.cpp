@@ -36,6 +36,7 @@
 #include <torch/version.h>  // TORCH_VERSION only
 
 #include "compiler/source/version.h"
+#include "compiler/source/output_file.h"
 #include "compiler/model/graph_json.h"
 #include "compiler/plan/mesh_spec.h"
 #include "compiler/source/sha256.h"
@@ -398,14 +399,9 @@ int DumpGraph(const RunOptions& o) {
   const std::string text = model::WriteGraphJson(exec::DumpModelGraph(model.spec, config_file));
   if (o.dump_graph_file.empty() || o.dump_graph_file == "-") {
     std::cout << text;
-    return std::cout.good() ? 0 : 1;
+    return 0;
   }
-  std::ofstream out(o.dump_graph_file, std::ios::binary);
-  out << text;
-  if (!out.good()) {
-    std::cerr << "weft-run: cannot write " << o.dump_graph_file << "\n";
-    return 1;
-  }
+  source::WriteFileOrThrow(o.dump_graph_file, text);
   return 0;
 }
 
@@ -676,9 +672,13 @@ int main(int argc, char** argv) {
   }
   try {
     ResolveProgram(o);
-    if (o.dump_graph) return DumpGraph(o);
-    if (dist::LaunchedAsRank()) return RunRank(o);
-    return RunLauncher(o, argc, argv);
+    const int status = o.dump_graph ? DumpGraph(o) : dist::LaunchedAsRank() ? RunRank(o) : RunLauncher(o, argc, argv);
+    // A report or graph on a full disk or a closed pipe shows only now: never exit 0 with it lost.
+    if (const std::string failure = source::StdoutFailure(); !failure.empty()) {
+      ReportError("weft-run: error: cannot write to stdout: " + failure);
+      return status != 0 ? status : 1;
+    }
+    return status;
   } catch (const UsageError& e) {
     ReportError(std::string("weft-run: ") + e.what());
     std::_Exit(2);

@@ -1,4 +1,5 @@
 #include "executor/trace.h"
+#include "compiler/source/output_file.h"
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -58,9 +59,7 @@ void Tracer::Write(const std::string& path) const {
   events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", 0}, {"args", {{"name", "modules"}}}});
   events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", 1}, {"args", {{"name", "collectives"}}}});
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank_}, {"args", {{"name", "rank " + std::to_string(rank_)}}}});
-  std::ofstream out(path);
-  out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
-  if (!out) throw std::runtime_error("cannot write trace " + path);
+  source::WriteFileOrThrow(path, nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n");
 }
 
 }  // namespace weft::exec

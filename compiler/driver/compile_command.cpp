@@ -10,6 +10,7 @@
 #include <string>
 
 #include "compiler/compile.h"
+#include "compiler/source/output_file.h"
 #include "compiler/diag/consumer.h"
 #include "compiler/driver/commands.h"
 #include "compiler/driver/compile_inputs.h"
@@ -58,10 +59,10 @@ int RunCompile(const CompileCommandOptions& options) {
   if (options.output.empty() || options.output == "-") {
     std::cout << text;
   } else {
-    std::ofstream out(options.output, std::ios::binary);
-    out << text;
-    if (!out) {
-      std::cerr << "weft compile: cannot write `" << options.output << "`\n";
+    try {
+      source::WriteFileOrThrow(options.output, text);
+    } catch (const std::runtime_error& e) {
+      std::cerr << "weft compile: " << e.what() << "\n";
       return 2;
     }
     std::cerr << "weft compile: wrote " << options.output << " (" << plan->steps.size() << " steps, "

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "compiler/compile.h"
+#include "compiler/source/output_file.h"
 #include "compiler/diag/consumer.h"
 #include "compiler/driver/commands.h"
 
@@ -155,10 +156,10 @@ int RunFmt(const FmtOptions& options) {
       }
     } else if (options.write) {
       if (canonical != src.text() || src.had_byte_order_mark()) {
-        std::ofstream out(path, std::ios::binary | std::ios::trunc);
-        out << canonical;
-        if (!out) {
-          std::cerr << "weft fmt: cannot write `" << path << "`\n";
+        try {
+          source::WriteFileOrThrow(path, canonical);
+        } catch (const std::runtime_error& e) {
+          std::cerr << "weft fmt: " << e.what() << "\n";
           status = 2;
         }
       }
@@ -171,10 +172,10 @@ int RunFmt(const FmtOptions& options) {
     if (options.output.empty()) {
       std::cout << printed;
     } else {
-      std::ofstream out(options.output, std::ios::binary | std::ios::trunc);
-      out << printed;
-      if (!out) {
-        std::cerr << "weft fmt: cannot write `" << options.output << "`\n";
+      try {
+        source::WriteFileOrThrow(options.output, printed);
+      } catch (const std::runtime_error& e) {
+        std::cerr << "weft fmt: " << e.what() << "\n";
         return 2;
       }
     }

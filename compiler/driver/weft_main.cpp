@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "compiler/driver/commands.h"
+#include "compiler/source/output_file.h"
 #include "compiler/source/version.h"
 
 namespace weft::driver {
@@ -34,9 +35,20 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return weft.exit(e) == 0 ? 0 : 2;
   }
+  int status = 0;
+  bool ran = false;
   for (Command& command : commands) {
-    if (command.app->parsed()) return command.run();
+    if (command.app->parsed()) {
+      status = command.run();
+      ran = true;
+      break;
+    }
   }
-  std::fputs(weft.help().c_str(), stdout);
-  return 0;
+  if (!ran) std::fputs(weft.help().c_str(), stdout);
+  // Output to a full disk or a closed pipe shows only now: never exit 0 with it lost.
+  if (const std::string failure = weft::source::StdoutFailure(); !failure.empty()) {
+    std::fprintf(stderr, "weft: error: cannot write to stdout: %s\n", failure.c_str());
+    return status != 0 ? status : 1;
+  }
+  return status;
 }
