@@ -586,7 +586,7 @@ int main(int argc, char** argv) {
                           ->check(CLI::Validator(
                               [](std::string& v) { return v == "auto" ? std::string() : CLI::ExistingFile(v); },
                               "FILE or auto"));
-  app.add_option("--model", o.model, "Built-in model NAME:CONFIG: flux:{tiny,small,dev,schnell}, "
+  auto* model_opt = app.add_option("--model", o.model, "Built-in model NAME:CONFIG: flux:{tiny,small,dev,schnell}, "
                                      "wan:{tiny,small,1.3b,14b,...} (default flux:tiny)");
   app.add_option("--model-dir", o.model_dir, "A diffusers save_pretrained directory (config.json + *.safetensors, "
                                              "sharded index files too): the model, its weights, its graph")
@@ -662,6 +662,12 @@ int main(int argc, char** argv) {
   }
   if (program_opt->count() > 0 && (o.smoke || o.dump_graph)) {
     std::cerr << "weft-run: --program runs a program; it takes no --smoke or --dump-graph\n";
+    return 2;
+  }
+  if (program_opt->count() > 0 && o.program != "auto" && model_opt->count() > 0) {
+    std::cerr << "weft-run: --program " << o.program << " and --model " << o.model
+              << " both name the model to run; give one (--program auto --model " << o.model
+              << " runs the program of the built-in " << o.model << ")\n";
     return 2;
   }
   if (o.device == "cuda") {

@@ -28,7 +28,7 @@ void LoadWeights(Module& model, const std::vector<const io::SafetensorsFile*>& f
       if (!available.emplace(key, file).second) duplicated.push_back(key + " (in " + file->path() + " again)");
     }
   }
-  std::vector<std::string> missing, mismatched, wrong_dtype;
+  std::vector<std::string> missing, mismatched, wrong_dtype, wrong_kind;
   for (auto& [name, slot] : model.NamedParameters()) {
     auto it = available.find(name);
     if (it == available.end()) {
@@ -36,20 +36,29 @@ void LoadWeights(Module& model, const std::vector<const io::SafetensorsFile*>& f
       continue;
     }
     const io::TensorInfo& info = it->second->Info(name);
+    // A parameter declared integral or boolean (a program's, say Long) keeps its own dtype;
+    // floating ones are converted to the model's.
+    const bool declared_exact = slot->defined() && !at::isFloatingType(slot->scalar_type());
+    const at::ScalarType want = declared_exact ? slot->scalar_type() : dtype;
     if (at::IntArrayRef(info.shape) != slot->sizes()) {
       mismatched.push_back(name + ": checkpoint " + Shape(info.shape) + " (" + it->second->path() + "), model " +
                            Shape(slot->sizes()));
-    } else if (!at::isFloatingType(info.scalar_type) && at::isFloatingType(dtype)) {
-      // Integer or boolean bits are no weights: casting them would run on garbage silently.
-      wrong_dtype.push_back(name + ": checkpoint " + info.dtype + " (" + it->second->path() + "), model " +
-                            c10::toString(dtype));
+    } else if (at::isFloatingType(info.scalar_type) != at::isFloatingType(want)) {
+      // Integer or boolean bits are no weights, nor are float bits indices: casting either would
+      // run on garbage silently.
+      (declared_exact ? wrong_kind : wrong_dtype)
+          .push_back(name + ": checkpoint " + info.dtype + " (" + it->second->path() + "), model " +
+                     c10::toString(want));
     } else {
-      at::Tensor shard = load_shard ? load_shard(*it->second, name, dtype) : at::Tensor();
-      *slot = shard.defined() ? shard : it->second->Load(name, dtype);
+      at::Tensor shard = load_shard ? load_shard(*it->second, name, want) : at::Tensor();
+      *slot = shard.defined() ? shard : it->second->Load(name, want);
     }
     available.erase(it);
   }
-  if (missing.empty() && mismatched.empty() && wrong_dtype.empty() && available.empty() && duplicated.empty()) return;
+  if (missing.empty() && mismatched.empty() && wrong_dtype.empty() && wrong_kind.empty() && available.empty() &&
+      duplicated.empty()) {
+    return;
+  }
 
   std::ostringstream message;
   message << "checkpoint does not match " << model.type() << ":";
@@ -64,6 +73,7 @@ void LoadWeights(Module& model, const std::vector<const io::SafetensorsFile*>& f
   list("missing parameter(s)", missing);
   list("shape mismatch(es)", mismatched);
   list("non-floating dtype(s) for floating parameters", wrong_dtype);
+  list("floating dtype(s) for integer or boolean parameters", wrong_kind);
   list("unexpected key(s)", unexpected);
   list("duplicated key(s)", duplicated);
   throw WeightsError(message.str());

@@ -140,6 +140,8 @@ std::unique_ptr<ProgramModel> ProgramModel::Create(std::shared_ptr<const program
       for (const program::SymInt& d : meta->sizes) shape.push_back(d.value);
       nn::Module* owner = ensure(Parent(s.fqn));
       at::Tensor& slot = owner->AddParameter(Leaf(s.fqn), shape);
+      // An integral or boolean parameter is declared with its dtype, which loading keeps.
+      if (!at::isFloatingType(*dtype)) slot = at::empty(shape, at::TensorOptions().dtype(*dtype).device(at::kMeta));
       model->param_dtypes_[s.fqn] = *dtype;
       if (at::isFloatingType(*dtype)) ++dtype_votes[DtypeName(*dtype)];
       model->interpreter_->BindState(s.fqn, &slot);

@@ -230,6 +230,16 @@ TEST(WeftRunProgram, BadRequestsAreRefusedByName) {
       << s.output;
 }
 
+// A program and a built-in model name two models: the pair is refused, not --model ignored
+// (issue 28 defect 18); `--program auto --model NAME` is the program of NAME.
+TEST(WeftRunProgram, ProgramWithAnotherModelIsRefused) {
+  const std::string flux = kPrograms + "/flux-tiny/program.pt2";
+  Shell s = Sh(kWeftRun + " --no-prefix --program " + flux + " --model wan:tiny");
+  EXPECT_EQ(s.status, 2) << s.output;
+  EXPECT_EQ(s.output, "weft-run: --program " + flux + " and --model wan:tiny both name the model to run; give one "
+                      "(--program auto --model wan:tiny runs the program of the built-in wan:tiny)\n");
+}
+
 TEST(WeftRunProgram, ModelDirOfAnotherConfigIsRefused) {
   // tests/fixtures/flux_tiny/model holds flux-tiny's config and a checkpoint: with one value changed
   // that moves no shape (the RoPE axes), the directory is another model than the program's.

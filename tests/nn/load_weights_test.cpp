@@ -79,6 +79,42 @@ TEST(LoadWeightsTest, IntegerTensorForAFloatParameterIsNamed) {
   std::remove(p.c_str());
 }
 
+// A parameter declared Long (a program's integer table) loads from an I64 checkpoint as Long,
+// not "model Float" (issue 28 defect 18); float bits for it are named with its own dtype.
+class WithTable : public Module {
+ public:
+  WithTable() : Module("WithTable") {
+    AddParameter("table", {4}) = at::empty({4}, at::TensorOptions().dtype(at::kLong).device(at::kMeta));
+    AddParameter("scale", {1});
+  }
+  std::vector<std::string> Signature() const override { return {}; }
+  Outputs Forward(Args&) override { return {}; }
+};
+
+TEST(LoadWeightsTest, ParameterDeclaredLongKeepsItsDtype) {
+  std::string p = Write("long.safetensors", {{"table", at::arange(4, at::kLong)}, {"scale", at::ones({1}, at::kDouble)}});
+  io::SafetensorsFile f = io::SafetensorsFile::Open(p);
+  WithTable m;
+  LoadWeights(m, {&f}, at::kBFloat16);
+  EXPECT_EQ(m.Parameter("table").scalar_type(), at::kLong);
+  EXPECT_TRUE(at::equal(m.Parameter("table"), at::arange(4, at::kLong)));
+  EXPECT_EQ(m.Parameter("scale").scalar_type(), at::kBFloat16);
+  std::remove(p.c_str());
+
+  p = Write("float_table.safetensors", {{"table", at::zeros({4})}, {"scale", at::ones({1})}});
+  io::SafetensorsFile g = io::SafetensorsFile::Open(p);
+  WithTable n;
+  try {
+    LoadWeights(n, {&g}, at::kFloat);
+    FAIL() << "expected WeightsError";
+  } catch (const WeightsError& e) {
+    EXPECT_EQ(std::string(e.what()), "checkpoint does not match WithTable:\n"
+                                     "  1 floating dtype(s) for integer or boolean parameters:\n"
+                                     "    table: checkpoint F32 (" + p + "), model Long");
+  }
+  std::remove(p.c_str());
+}
+
 TEST(LoadWeightsTest, RandomizeIsSeeded) {
   Pair a, b, c;
   RandomizeParameters(a, 7);
