@@ -20,6 +20,7 @@ struct Expr::Node {
   std::string text;  // name, string, operator, call or method name
   std::vector<std::shared_ptr<const Node>> children;  // operands, arguments (a method's object first)
   std::vector<std::string> ops;  // comparison operators of a chain
+  int depth = 1;  // of the tree below and including this node
 };
 
 namespace {
@@ -47,8 +48,27 @@ class Parser {
 
  private:
   [[noreturn]] void Fail(const std::string& what) const {
-    throw ExprError("cannot read expression `" + text_ + "` at column " + std::to_string(Peek().pos + 1) + ": " + what);
+    // A hostile expression may be megabytes: its start is enough to recognise it.
+    const std::string shown = text_.size() > 120 ? text_.substr(0, 100) + "..." : text_;
+    throw ExprError("cannot read expression `" + shown + "` at column " + std::to_string(Peek().pos + 1) + ": " + what);
   }
+
+  // Parsing, evaluating and printing recurse per level of nesting: a bound keeps a hostile
+  // expression (5,000 parentheses deep) an error, not a stack overflow.
+  class Nesting {
+   public:
+    explicit Nesting(Parser& p) : p_(p) {
+      if (++p_.nesting_ > kMaxExprNesting) {
+        p_.Fail("nests deeper than " + std::to_string(kMaxExprNesting) + " levels");
+      }
+    }
+    ~Nesting() { --p_.nesting_; }
+    Nesting(const Nesting&) = delete;
+    Nesting& operator=(const Nesting&) = delete;
+
+   private:
+    Parser& p_;
+  };
 
   void Lex() {
     size_t i = 0;
@@ -116,15 +136,26 @@ class Parser {
     ++pos_;
   }
 
-  static NodePtr Make(N::Kind kind, std::string text, std::vector<NodePtr> children) {
+  NodePtr Make(N::Kind kind, std::string text, std::vector<NodePtr> children) const {
     auto n = std::make_shared<N>();
     n->kind = kind;
     n->text = std::move(text);
     n->children = std::move(children);
+    SetDepth(*n);
     return n;
   }
 
+  // A long left-associative chain (s0 + s0 + ... + s0) nests without recursing while parsing,
+  // but evaluation recurses through it: its tree depth is bounded too.
+  void SetDepth(N& n) const {
+    for (const NodePtr& c : n.children) n.depth = std::max(n.depth, c->depth + 1);
+    if (n.depth > kMaxExprTreeDepth) {
+      Fail("its tree is deeper than " + std::to_string(kMaxExprTreeDepth) + " operations");
+    }
+  }
+
   NodePtr Or() {
+    Nesting nesting(*this);
     NodePtr first = And();
     if (!IsName("or")) return first;
     std::vector<NodePtr> items{first};
@@ -149,6 +180,7 @@ class Parser {
   NodePtr Not() {
     if (IsName("not")) {
       ++pos_;
+      Nesting nesting(*this);
       return Make(N::Kind::kNot, "not", {Not()});
     }
     return Compare();
@@ -168,6 +200,7 @@ class Parser {
     n->kind = N::Kind::kCompare;
     n->children = std::move(items);
     n->ops = std::move(ops);
+    SetDepth(*n);
     return n;
   }
 
@@ -195,11 +228,13 @@ class Parser {
     if (IsOp("-") || IsOp("+")) {
       const std::string op = Peek().text;
       ++pos_;
+      Nesting nesting(*this);
       return Make(N::Kind::kUnary, op, {Factor()});
     }
     NodePtr base = Postfix();
     if (IsOp("**")) {
       ++pos_;
+      Nesting nesting(*this);
       return Make(N::Kind::kBinary, "**", {base, Factor()});
     }
     return base;
@@ -292,6 +327,7 @@ class Parser {
   const std::string& text_;
   std::vector<Token> tokens_;
   size_t pos_ = 0;
+  int nesting_ = 0;
 };
 
 class Evaluator {

@@ -49,9 +49,16 @@ struct ExprEnv {
   std::function<std::optional<ExprValue>(const std::string&)> input;
 };
 
+// How deep an expression may nest (parentheses, calls, unary operators) and how deep its tree of
+// operations may be: parsing, evaluating and printing recurse per level. Real guards and sizes
+// nest under 20 levels.
+inline constexpr int kMaxExprNesting = 256;
+inline constexpr int kMaxExprTreeDepth = 1000;
+
 class Expr {
  public:
-  // Parses `text`. Throws ExprError naming the position and what was found.
+  // Parses `text`. Throws ExprError naming the position and what was found, or the bound an
+  // expression nesting deeper than kMaxExprNesting / kMaxExprTreeDepth passes.
   static Expr Parse(const std::string& text);
 
   // Evaluates to an integer (or boolean as 0/1). Throws ExprError on an unbound symbol, a missing

@@ -6,6 +6,7 @@ EDIT: huge-workload      the first workload's first tensor input made 10^6 x 10^
       negative-workload  ... with a size of -1
       negative-param     the first parameter of the weights index with a size of -3
       overflowing-param  ... with sizes 2^40 x 2^40 (2^80 elements)
+      deep-guard         a guard nested 5,000 parentheses deep
 """
 import json
 import sys
@@ -25,6 +26,8 @@ EDITS = {
     "huge-workload": ("extra/weft.json", lambda j: first_tensor_input(j).update(shape=[10**6, 10**6, 64])),
     "negative-workload": ("extra/weft.json", lambda j: first_tensor_input(j)["shape"].__setitem__(0, -1)),
     "negative-param": ("data/weights/model_weights_config.json", lambda j: first_param(j).__setitem__(0, {"as_int": -3})),
+    "deep-guard": ("models/model.json",
+                   lambda j: j["guards_code"].append("(" * 5000 + "L['hidden_states'].size()[0] == 2" + ")" * 5000)),
     "overflowing-param": ("data/weights/model_weights_config.json",
                           lambda j: first_param(j).__setitem__(slice(None), [{"as_int": 2**40}, {"as_int": 2**40}])),
 }

@@ -73,6 +73,45 @@ TEST(ExprTest, ErrorsNameWhatIsWrong) {
   EXPECT_THROW(Expr::Parse("a $ b"), ExprError);
 }
 
+// Nesting that would overflow the stack (issue 28 defect 5: 5,000 deep segfaulted `weft program`,
+// `weft check` and `weft-run`) is an ExprError naming the bound; nesting at the bound reads.
+std::string ParseError(const std::string& text) {
+  try {
+    Expr::Parse(text);
+  } catch (const ExprError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string Repeat(const std::string& s, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+TEST(ExprTest, DeepNestingIsAnErrorNotAStackOverflow) {
+  const std::string parens = Repeat("(", 5000) + "s0" + Repeat(")", 5000);
+  EXPECT_EQ(ParseError(parens), "cannot read expression `" + Repeat("(", 100) + "...` at column 257: nests deeper than "
+                                "256 levels");
+  EXPECT_EQ(ParseError(Repeat("-", 5000) + "s0"),
+            "cannot read expression `" + Repeat("-", 100) + "...` at column 257: nests deeper than 256 levels");
+  EXPECT_EQ(ParseError(Repeat("not ", 5000) + "s0"),
+            "cannot read expression `" + Repeat("not ", 25) + "...` at column 1025: nests deeper than 256 levels");
+  EXPECT_NE(ParseError(Repeat("s0+(", 5000) + "s0" + Repeat(")", 5000)).find("nests deeper than 256 levels"),
+            std::string::npos);
+  EXPECT_NE(ParseError(Repeat("Add(", 5000) + "s0" + Repeat(")", 5000)).find("nests deeper than 256 levels"),
+            std::string::npos);
+  EXPECT_NE(ParseError("s0" + Repeat("**s0", 5000)).find("nests deeper than 256 levels"), std::string::npos);
+  // A flat chain parses without recursing, but evaluating it would recurse through its tree.
+  EXPECT_NE(ParseError("s0" + Repeat(" + s0", 100000)).find("its tree is deeper than 1000 operations"),
+            std::string::npos);
+  // At the bounds: read and evaluated.
+  const ExprEnv env{[](const std::string&) { return std::optional<int64_t>(3); }, nullptr};
+  EXPECT_EQ(Expr::Parse(Repeat("(", 255) + "s0" + Repeat(")", 255)).Evaluate(env), 3);
+  EXPECT_EQ(Expr::Parse("s0" + Repeat(" + s0", 999)).Evaluate(env), 3000);
+}
+
 TEST(ExprInfix, SympySizesReadAsPython) {
   auto infix = [](const std::string& text) { return Expr::Parse(text).Infix(); };
   EXPECT_EQ(infix("Symbol('s2', positive=True, integer=True)"), "s2");
