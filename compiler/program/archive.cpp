@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <sys/stat.h>
 
@@ -50,6 +52,7 @@ Archive Archive::Open(const std::string& path) {
   auto handle = std::make_shared<Handle>();
   handle->zip = zip;
   Archive archive(path, handle);
+  archive.file_size_ = static_cast<uint64_t>(st.st_size);
   const zip_int64_t n = zip_get_num_entries(zip, 0);
   std::string root;
   for (zip_int64_t i = 0; i < n; ++i) {
@@ -88,6 +91,38 @@ int64_t Archive::Size(std::string_view name) const {
   return static_cast<int64_t>(st.size);
 }
 
+int64_t MaxMetadataBytes() {
+  if (const char* env = std::getenv("WEFT_PROGRAM_MAX_JSON_BYTES"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const long long v = std::strtoll(env, &end, 10);
+    if (end == env || *end != '\0' || v <= 0) {
+      throw ProgramError(std::string("WEFT_PROGRAM_MAX_JSON_BYTES=`") + env + "` is not a positive number of bytes");
+    }
+    return v;
+  }
+  return kDefaultMaxMetadataBytes;
+}
+
+namespace {
+
+// Metadata (the graph, indexes, manifest) is read into memory and parsed; data entries (tensor
+// bytes) are as large as the tensors they hold.
+bool IsMetadata(std::string_view name) {
+  return name.size() >= 5 && name.substr(name.size() - 5) == ".json";
+}
+
+// Deflate cannot expand data more than 1032-fold; allow for headers.
+constexpr uint64_t kMaxDeflateRatio = 1032;
+constexpr uint64_t kReadChunk = uint64_t{16} << 20;
+
+std::string Mib(uint64_t bytes) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+}  // namespace
+
 std::string Archive::Read(std::string_view name) const {
   auto it = std::find(entries_.begin(), entries_.end(), name);
   if (it == entries_.end()) {
@@ -97,25 +132,51 @@ std::string Archive::Read(std::string_view name) const {
   const std::string where = path_ + ": entry `" + root_ + std::string(name) + "`";
   zip_stat_t st;
   zip_stat_init(&st);
-  if (zip_stat_index(handle_->zip, index, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE)) {
+  if (zip_stat_index(handle_->zip, index, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE) ||
+      !(st.valid & ZIP_STAT_COMP_SIZE)) {
     throw ProgramError(where + ": cannot read its size");
+  }
+  // What the directory declares is checked before anything is allocated: the compressed bytes
+  // must be in the file, and what they inflate to within what deflate can give and what weft
+  // reads of metadata.
+  if (st.comp_size > file_size_) {
+    throw ProgramError(where + ": declares " + std::to_string(st.comp_size) + " compressed bytes, but the file holds " +
+                       std::to_string(file_size_) + " (the file is truncated)");
+  }
+  const bool stored = (st.valid & ZIP_STAT_COMP_METHOD) && st.comp_method == ZIP_CM_STORE;
+  if ((stored && st.size != st.comp_size) || (!stored && st.size > st.comp_size * kMaxDeflateRatio + 1024)) {
+    throw ProgramError(where + ": declares " + std::to_string(st.size) + " bytes from " + std::to_string(st.comp_size) +
+                       (stored ? " stored bytes" : " compressed bytes, more than deflate can give") +
+                       " (the archive's directory is corrupted)");
+  }
+  if (IsMetadata(name)) {
+    const int64_t cap = MaxMetadataBytes();
+    if (st.size > static_cast<uint64_t>(cap)) {
+      throw ProgramError(where + " inflates to " + Mib(st.size) + ", more than the " + Mib(cap) +
+                         " weft reads of a program's metadata (reading costs about 12 bytes of memory per byte; "
+                         "WEFT_PROGRAM_MAX_JSON_BYTES raises the limit)");
+    }
   }
   zip_file_t* file = zip_fopen_index(handle_->zip, index, 0);
   if (file == nullptr) {
     throw ProgramError(where + ": cannot open: " + zip_error_strerror(zip_get_error(handle_->zip)));
   }
-  std::string data(static_cast<size_t>(st.size), '\0');
+  // Grown as data arrives, so a size the directory overstates costs no more than the real data.
+  std::string data;
   zip_uint64_t done = 0;
   while (done < st.size) {
-    const zip_int64_t got = zip_fread(file, data.data() + done, st.size - done);
+    const zip_uint64_t want = std::min<zip_uint64_t>(kReadChunk, st.size - done);
+    data.resize(static_cast<size_t>(done + want));
+    const zip_int64_t got = zip_fread(file, data.data() + done, want);
     if (got < 0) {
       std::string why = zip_file_strerror(file);
       zip_fclose(file);
       throw ProgramError(where + ": cannot read: " + why + " (is the file truncated or corrupted?)");
     }
-    if (got == 0) break;
     done += static_cast<zip_uint64_t>(got);
+    if (got == 0) break;
   }
+  data.resize(static_cast<size_t>(done));
   // Reading past the end makes libzip compare the CRC of what was read with the directory's.
   char extra;
   const zip_int64_t tail = zip_fread(file, &extra, 1);
@@ -125,6 +186,7 @@ std::string Archive::Read(std::string_view name) const {
     throw ProgramError(where + ": holds " + std::to_string(done) + " of its " + std::to_string(st.size) +
                        " bytes (the file is truncated)");
   }
+  if (tail > 0) throw ProgramError(where + ": inflates to more than the " + std::to_string(st.size) + " bytes it declares (the file is corrupted)");
   if (tail < 0) throw ProgramError(where + ": " + tail_error + " (the file is corrupted)");
   return data;
 }

@@ -21,6 +21,14 @@ class ProgramError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// How large a metadata entry (`*.json`: the graph, the weights index, the manifest) may inflate
+// to. Reading a program costs about 12 bytes of memory per byte of its graph; real exports are
+// 1-8 MB (Flux.1-dev: 7.9 MB, 5,735 nodes), so 256 MiB (~3 GB to read) leaves 30x headroom and
+// refuses a million-node or zip-bomb graph before inflating it. WEFT_PROGRAM_MAX_JSON_BYTES
+// overrides it.
+inline constexpr int64_t kDefaultMaxMetadataBytes = int64_t{256} << 20;
+int64_t MaxMetadataBytes();
+
 class Archive {
  public:
   // Opens `path`. Throws ProgramError when the file is missing, not a zip, truncated, or holds
@@ -34,7 +42,9 @@ class Archive {
   const std::vector<std::string>& entries() const { return entries_; }
   bool Has(std::string_view name) const;
   // The bytes of entry `name` (relative to the root). Throws ProgramError when it is absent or
-  // cannot be read whole (bad CRC, truncated data).
+  // cannot be read whole (bad CRC, truncated data), and -- before allocating -- when its declared
+  // size is impossible (more compressed bytes than the file holds, more than deflate can give)
+  // or, for metadata, over MaxMetadataBytes(). Memory grows with the data actually inflated.
   std::string Read(std::string_view name) const;
   // The uncompressed size of entry `name`, or -1 when absent.
   int64_t Size(std::string_view name) const;
@@ -47,6 +57,7 @@ class Archive {
   std::shared_ptr<Handle> handle_;
   std::string root_;
   std::vector<std::string> entries_;
+  uint64_t file_size_ = 0;
 };
 
 }  // namespace weft::program
