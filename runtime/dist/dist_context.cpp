@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -32,6 +33,42 @@ namespace weft::dist {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Whether a TCP connection to addr:port can be made before `deadline`: retried (a server not up
+// yet refuses) and bounded by the deadline itself. c10d's own connect loop retries with backoff
+// and each attempt to an unreachable address blocks on its own, overrunning the timeout by
+// seconds; probing first keeps the whole rendezvous within one deadline.
+bool ReachableBefore(const std::string& addr, int port, Clock::time_point deadline) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || found == nullptr) {
+    return true;  // c10d reports a name it cannot resolve itself
+  }
+  bool reached = false;
+  while (!reached && Clock::now() < deadline) {
+    for (addrinfo* a = found; a != nullptr && !reached; a = a->ai_next) {
+      const int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+      if (fd < 0) continue;
+      if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+        reached = true;
+      } else if (errno == EINPROGRESS) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        pollfd pfd{fd, POLLOUT, 0};
+        if (left > 0 && poll(&pfd, 1, static_cast<int>(left)) == 1) {
+          int error = 0;
+          socklen_t len = sizeof error;
+          reached = getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) == 0 && error == 0;
+        }
+      }
+      close(fd);
+    }
+    if (!reached) std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::milliseconds(50), deadline - Clock::now()));
+  }
+  freeaddrinfo(found);
+  return reached;
+}
 
 // The first line of a c10d error (later lines are its C++ stack).
 std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
@@ -546,6 +583,12 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
 
   QuietC10dLogs();
   auto start = Clock::now();
+  // One deadline for the whole rendezvous: reaching the store, and every rank arriving at it.
+  const Clock::time_point deadline = start + options.timeout;
+  const auto remaining = [&deadline] {
+    return std::max(std::chrono::milliseconds(1),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  };
   try {
     c10d::TCPStoreOptions so;
     so.port = static_cast<std::uint16_t>(world.master_port);
@@ -555,7 +598,10 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
     // The server does not wait for clients here: the proc-table wait below does, and can say
     // which ranks are missing.
     so.waitWorkers = false;
-    so.timeout = options.timeout;
+    if (!so.isServer && !ReachableBefore(world.master_addr, world.master_port, deadline)) {
+      throw std::runtime_error("no connection before the deadline");
+    }
+    so.timeout = remaining();
     const int listen_fd = options.master_listen_fd >= 0 ? options.master_listen_fd : world.master_listen_fd;
     if (so.isServer && listen_fd >= 0) so.masterListenFd = listen_fd;
     c10::intrusive_ptr<c10d::Store> tcp;
@@ -616,7 +662,7 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
       const std::string text = mine.Serialize();
       impl->store->set(keys[world.rank], std::vector<uint8_t>(text.begin(), text.end()));
       try {
-        impl->store->wait(keys, options.timeout);
+        impl->store->wait(keys, remaining());
       } catch (const std::exception& e) {
         std::vector<int> missing;
         try {
@@ -627,7 +673,7 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
         }
         const int64_t elapsed = ElapsedMs(t0);
         const std::string timeout = " (timeout " + std::to_string(options.timeout.count()) + " ms)";
-        if (missing.empty() || elapsed < options.timeout.count()) {
+        if (missing.empty() || Clock::now() + std::chrono::milliseconds(100) < deadline) {
           // The wait ended before its timeout, or the store no longer answers which ranks it
           // holds: the store itself went away (rank 0, which serves it, stopped).
           throw DistError(who + "the TCPStore on " + where + " stopped answering after " + std::to_string(elapsed) +

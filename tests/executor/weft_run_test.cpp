@@ -773,6 +773,18 @@ TEST(WeftRunHostile, TimeoutsThatAreNotNumbersAreRefused) {
   }
 }
 
+// A master address that drops every packet: reaching the store honours --timeout as one deadline
+// (issue 28 defect 15: c10d's connect retries overran --timeout 5 by up to 2.6x).
+TEST(WeftRunHostile, UnreachableMasterHonoursTheTimeout) {
+  const auto [seconds, s] = Timed("env RANK=1 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=10.255.255.1 "
+                                  "MASTER_PORT=29500 " + kWeftRun + " --no-prefix --mesh ulysses=2 --timeout 2");
+  EXPECT_EQ(s.status, 1) << s.output;
+  const std::regex line("weft-run: error: rank 1: cannot reach the TCPStore at 10\\.255\\.255\\.1:29500 within 2[01][0-9]{2} "
+                        "ms \\(is rank 0 running, and are MASTER_ADDR/MASTER_PORT the same on every rank\\?\\)\n");
+  EXPECT_TRUE(std::regex_match(s.output, line)) << s.output;
+  EXPECT_LT(seconds, 3.5);  // the timeout, plus start-up (~0.4 s) and slack for a loaded machine
+}
+
 TEST(WeftRunHostile, MeshAxisBeyondTheBoundNamesTheBound) {
   Shell s = Sh(kWeftRun + " --model flux:tiny --mesh ulysses=1000000");
   EXPECT_EQ(s.status, 2) << s.output;
