@@ -1,5 +1,6 @@
 #include "tests/fuzz/program_fuzz_target.h"
 
+#include <cstdio>
 #include <exception>
 
 #include "compiler/program/archive.h"
@@ -32,12 +33,38 @@ std::string CheckProgramJson(const uint8_t* data, size_t size, const std::option
     return std::string("an expression threw a non-ExprError: ") + e.what();
   }
   try {
+    for (const std::string& guard : p.guards) program::Expr::Parse(guard);
+  } catch (const program::ExprError&) {
+    // A guard that does not parse is refused when the program binds its inputs.
+  } catch (const std::exception& e) {
+    return std::string("a guard threw a non-ExprError: ") + e.what();
+  }
+  try {
     program::GraphOfProgram(p);
   } catch (const program::ProgramError&) {
   } catch (const program::ExprError&) {
     return "the graph view let an ExprError escape (it must become a ProgramError naming the program)";
   } catch (const std::exception& e) {
     return std::string("the graph view threw a non-ProgramError: ") + e.what();
+  }
+  return "";
+}
+
+std::string CheckProgramArchive(const uint8_t* data, size_t size, const std::string& scratch_path) {
+  {
+    std::FILE* f = std::fopen(scratch_path.c_str(), "wb");
+    if (f == nullptr) return "cannot write the scratch archive " + scratch_path;
+    const bool written = std::fwrite(data, 1, size, f) == size;
+    if (std::fclose(f) != 0 || !written) return "cannot write the scratch archive " + scratch_path;
+  }
+  try {
+    program::Program p = program::ReadProgramFile(scratch_path);
+    for (const std::string& guard : p.guards) program::Expr::Parse(guard);
+    program::GraphOfProgram(p);
+  } catch (const program::ProgramError&) {
+  } catch (const program::ExprError&) {
+  } catch (const std::exception& e) {
+    return std::string("reading the archive threw a non-ProgramError: ") + e.what();
   }
   return "";
 }

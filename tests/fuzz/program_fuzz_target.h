@@ -19,7 +19,12 @@
 
 namespace weft::fuzz {
 
-// "" when the contract holds, else what broke it.
+// "" when the contract holds, else what broke it. The graph is validated as it is read
+// (dataflow, metadata: compiler/program/validate.h) and every guard parses or raises ExprError.
 std::string CheckProgramJson(const uint8_t* data, size_t size, const std::optional<program::Manifest>& manifest);
+
+// The same contract for the bytes of a whole `.pt2` archive (written to `scratch_path` and read
+// as weft reads a program file): zip structure, entry sizes and CRCs, every JSON entry.
+std::string CheckProgramArchive(const uint8_t* data, size_t size, const std::string& scratch_path);
 
 }  // namespace weft::fuzz
