@@ -5,13 +5,14 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <exception>
 #include <cstdlib>
+#include <mutex>
 #include <numeric>
 #include <sstream>
 #include <thread>
@@ -33,42 +34,6 @@ namespace weft::dist {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Whether a TCP connection to addr:port can be made before `deadline`: retried (a server not up
-// yet refuses) and bounded by the deadline itself. c10d's own connect loop retries with backoff
-// and each attempt to an unreachable address blocks on its own, overrunning the timeout by
-// seconds; probing first keeps the whole rendezvous within one deadline.
-bool ReachableBefore(const std::string& addr, int port, Clock::time_point deadline) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || found == nullptr) {
-    return true;  // c10d reports a name it cannot resolve itself
-  }
-  bool reached = false;
-  while (!reached && Clock::now() < deadline) {
-    for (addrinfo* a = found; a != nullptr && !reached; a = a->ai_next) {
-      const int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-      if (fd < 0) continue;
-      if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
-        reached = true;
-      } else if (errno == EINPROGRESS) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-        pollfd pfd{fd, POLLOUT, 0};
-        if (left > 0 && poll(&pfd, 1, static_cast<int>(left)) == 1) {
-          int error = 0;
-          socklen_t len = sizeof error;
-          reached = getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) == 0 && error == 0;
-        }
-      }
-      close(fd);
-    }
-    if (!reached) std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::milliseconds(50), deadline - Clock::now()));
-  }
-  freeaddrinfo(found);
-  return reached;
-}
 
 // The first line of a c10d error (later lines are its C++ stack).
 std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
@@ -281,6 +246,44 @@ class QuietStoreConnect {
  private:
   int saved_;
 };
+
+// Connects to (rank 0: starts) the TCPStore, giving up at `deadline`: null then. c10d's
+// constructor retries a failed connect or handshake after backoff sleeps that ignore its
+// timeout, and compares whole seconds with it, so against an address that drops packets, or a
+// proxy that accepts for it, it overran --timeout 5 to 12.9 s. It runs on a thread of its own;
+// one given up on ends within c10d's own timeout (`so.timeout`), meanwhile the caller reports
+// the error (weft-run exits with it at once).
+c10::intrusive_ptr<c10d::TCPStore> ConnectStoreBefore(const std::string& host, const c10d::TCPStoreOptions& so,
+                                                      Clock::time_point deadline) {
+  struct Attempt {
+    std::mutex mutex;
+    std::condition_variable done_cv;
+    bool done = false;
+    c10::intrusive_ptr<c10d::TCPStore> store;
+    std::exception_ptr error;
+  };
+  auto attempt = std::make_shared<Attempt>();
+  std::thread([attempt, host, so] {
+    c10::intrusive_ptr<c10d::TCPStore> store;
+    std::exception_ptr error;
+    try {
+      // Held by the thread that retries, so that one given up on stays quiet until it ends.
+      QuietStoreConnect quiet;
+      store = c10::make_intrusive<c10d::TCPStore>(host, so);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(attempt->mutex);
+    attempt->store = std::move(store);
+    attempt->error = error;
+    attempt->done = true;
+    attempt->done_cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(attempt->mutex);
+  if (!attempt->done_cv.wait_until(lock, deadline, [&] { return attempt->done; })) return {};
+  if (attempt->error) std::rethrow_exception(attempt->error);
+  return attempt->store;
+}
 
 // The local address the kernel would send from to reach `host` (IPv4 or IPv6), or "".
 std::string LocalAddressTowards(const std::string& host, int port) {
@@ -583,12 +586,15 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
 
   QuietC10dLogs();
   auto start = Clock::now();
-  // One deadline for the whole rendezvous: reaching the store, and every rank arriving at it.
+  // One deadline for the whole rendezvous (reaching the store, every rank arriving at it, each
+  // process group connecting), not a fresh timeout for each step.
   const Clock::time_point deadline = start + options.timeout;
   const auto remaining = [&deadline] {
     return std::max(std::chrono::milliseconds(1),
                     std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
   };
+  const std::string timeout_text = " (timeout " + std::to_string(options.timeout.count()) + " ms)";
+  bool timed_out = false;
   try {
     c10d::TCPStoreOptions so;
     so.port = static_cast<std::uint16_t>(world.master_port);
@@ -598,17 +604,17 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
     // The server does not wait for clients here: the proc-table wait below does, and can say
     // which ranks are missing.
     so.waitWorkers = false;
-    if (!so.isServer && !ReachableBefore(world.master_addr, world.master_port, deadline)) {
-      throw std::runtime_error("no connection before the deadline");
-    }
+    // What is left of the deadline bounds c10d's own retries too (a connect given up on ends
+    // sooner); the store's timeout for later operations is set back to the whole one below.
     so.timeout = remaining();
     const int listen_fd = options.master_listen_fd >= 0 ? options.master_listen_fd : world.master_listen_fd;
     if (so.isServer && listen_fd >= 0) so.masterListenFd = listen_fd;
-    c10::intrusive_ptr<c10d::Store> tcp;
-    {
-      QuietStoreConnect quiet;
-      tcp = c10::make_intrusive<c10d::TCPStore>(world.master_addr, so);
+    c10::intrusive_ptr<c10d::TCPStore> tcp = ConnectStoreBefore(world.master_addr, so, deadline);
+    if (!tcp) {
+      timed_out = true;
+      throw DistError("no answer before the deadline");
     }
+    tcp->setTimeout(options.timeout);
     impl->store = tcp;
     if (!world.store_prefix.empty()) impl->store = c10::make_intrusive<c10d::PrefixStore>(world.store_prefix, tcp);
   } catch (const std::exception& e) {
@@ -619,13 +625,14 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
                       (in_use ? ": the port is already in use; choose another MASTER_PORT, or let "
                                 "`weft-run --nproc N` pick a free one"
                               : "") +
-                      " [" + m + "]");
+                      (timed_out ? " within " + std::to_string(ElapsedMs(start)) + " ms" + timeout_text
+                                 : " [" + m + "]"));
     }
+    // c10d giving up before the deadline has a reason of its own (a name that does not resolve).
     throw DistError(who + "cannot reach the TCPStore at " + where + " within " + std::to_string(ElapsedMs(start)) +
-                    " ms (" +
+                    " ms" + timeout_text + (timed_out ? "" : ": " + FirstLine(m)) + "; " +
                     (world.use_agent_store ? "torchrun's agent serves it; is the agent still running?"
-                                           : "is rank 0 running, and are MASTER_ADDR/MASTER_PORT the same on every rank?") +
-                    ")");
+                                           : "is rank 0 running, and are MASTER_ADDR/MASTER_PORT the same on every rank?"));
   }
 
   impl->pids.assign(world.world_size, 0);
@@ -646,7 +653,7 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
       if (impl->store->add(claim, 1) > 1) {
         std::string other;
         try {
-          impl->store->wait({keys[world.rank]}, std::min(options.timeout, std::chrono::milliseconds(2000)));
+          impl->store->wait({keys[world.rank]}, std::min(remaining(), std::chrono::milliseconds(2000)));
           other = " (" + ProcRecord::Parse(impl->store->get(keys[world.rank])).Name() + ")";
         } catch (const std::exception&) {
         }
@@ -671,8 +678,8 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
           }
         } catch (const std::exception&) {
         }
-        const int64_t elapsed = ElapsedMs(t0);
-        const std::string timeout = " (timeout " + std::to_string(options.timeout.count()) + " ms)";
+        const int64_t elapsed = ElapsedMs(start);
+        const std::string& timeout = timeout_text;
         if (missing.empty() || Clock::now() + std::chrono::milliseconds(100) < deadline) {
           // The wait ended before its timeout, or the store no longer answers which ranks it
           // holds: the store itself went away (rank 0, which serves it, stopped).
@@ -750,11 +757,15 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
         std::string("weft/") + AxisName(axis) + "/" + std::to_string(mesh.GroupIndex(world.rank, axis));
     auto t0 = Clock::now();
     try {
-      auto gopts = c10d::ProcessGroupGloo::Options::create(options.timeout);
+      // Connecting the group's full mesh waits for what is left of the deadline; its
+      // collectives then get the whole timeout.
+      auto gopts = c10d::ProcessGroupGloo::Options::create(remaining());
       gopts->devices = {device};
       gopts->threads = 1;
-      b->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(
+      auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(
           c10::make_intrusive<c10d::PrefixStore>(prefix, impl->store), g.axis_rank, size, gopts);
+      gloo->setTimeout(options.timeout);
+      b->gloo = gloo;
 #ifdef WEFT_WITH_CUDA
       if (options.enable_nccl) {
         auto nopts = c10d::ProcessGroupNCCL::Options::create();

@@ -44,7 +44,8 @@ namespace weft::dist {
 void ConfigureIntraOpThreads(int local_world_size, int threads = 0);
 
 struct DistOptions {
-  // Limit for the rendezvous (store connect, group creation) and for every collective.
+  // Limit for the rendezvous as a whole (one deadline over the store connect, every rank
+  // arriving and the groups connecting) and for every collective.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
   // Also build an NCCL group per axis for CUDA tensors. Requires WEFT_WITH_CUDA builds;
   // DistContext::Create throws DistError when set without it.
