@@ -1,18 +1,13 @@
 #include "executor/model_dir.h"
 
-#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <sstream>
 #include <stdexcept>
 
-#include <cstdio>
-#include <memory>
-
-#include "compiler/model/graph_json.h"
 #include "runtime/io/diffusers_dir.h"
 #include "runtime/io/safetensors.h"
 
@@ -34,46 +29,47 @@ std::string Shape(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-// The parameters config.json describes must be the checkpoint's: compared from the safetensors
-// headers and the model built on the meta device, before any rank allocates a parameter, so a
-// config that does not belong to its weights (a billion layers, other widths) is named at once.
-void CheckCheckpointHoldsTheModel(const std::string& dir, const models::ModelSpec& spec,
-                                  const std::vector<std::string>& weight_files) {
-  std::map<std::string, std::vector<int64_t>> checkpoint;
-  long double checkpoint_values = 0;
-  for (const std::string& file : weight_files) {
-    const io::SafetensorsFile f = io::SafetensorsFile::Open(file);
-    for (const std::string& key : f.Keys()) {
-      const io::TensorInfo& info = f.Info(key);
-      long double n = 1;
-      for (int64_t d : info.shape) n *= static_cast<long double>(d);
-      checkpoint_values += n;
-      checkpoint.emplace(key, info.shape);
+bool EndsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// A field that counts layers, blocks or heads: what the export builds that many of.
+bool IsCount(const std::string& key) {
+  return key.rfind("num_", 0) == 0 || EndsWith(key, "_layers") || EndsWith(key, "_blocks") || EndsWith(key, "_heads");
+}
+
+void CheckConfig(const std::string& dir, const std::string& text) {
+  const std::string pre = "--model-dir " + dir + ": config.json ";
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    // "[json.exception.parse_error.101] parse error at line 3, column 1: ..." without the tag.
+    std::string what = e.what();
+    if (const size_t tag = what.find("] "); what.rfind("[json.exception", 0) == 0 && tag != std::string::npos) {
+      what = what.substr(tag + 2);
+    }
+    throw std::runtime_error(pre + "is not valid JSON: " + what);
+  }
+  if (!config.is_object()) {
+    throw std::runtime_error(pre + "is not a JSON object (a diffusers config.json is {\"_class_name\": ...})");
+  }
+  if (!config.contains("_class_name")) {
+    throw std::runtime_error(pre + "has no `_class_name` (a diffusers config.json names its model class there, e.g. "
+                                   "\"FluxTransformer2DModel\")");
+  }
+  if (!config["_class_name"].is_string()) {
+    throw std::runtime_error("--model-dir " + dir + ": config.json's `_class_name` is " + config["_class_name"].dump() +
+                             ", not a string naming a model class");
+  }
+  for (const auto& [key, value] : config.items()) {
+    if (!IsCount(key) || !value.is_number_integer()) continue;
+    const long long n = value.get<long long>();
+    if (n < 0 || n > kMaxConfigCount) {
+      throw std::runtime_error(pre + "`" + key + "` is " + std::to_string(n) + "; weft accepts 0.." +
+                               std::to_string(kMaxConfigCount) + " for a count of layers, blocks or heads");
     }
   }
-  const std::unique_ptr<nn::Module> model = models::CreateModel(spec);
-  long double model_values = 0;
-  int64_t missing = 0, mismatched = 0;
-  std::string first;
-  for (const auto& [name, slot] : model->NamedParameters()) {
-    model_values += static_cast<long double>(slot->numel());
-    const std::vector<int64_t> shape = slot->sizes().vec();
-    auto it = checkpoint.find(name);
-    if (it == checkpoint.end()) {
-      if (missing++ == 0 && first.empty()) first = "`" + name + "` " + Shape(shape) + " is not in it";
-    } else if (it->second != shape) {
-      if (mismatched++ == 0 && first.empty()) {
-        first = "`" + name + "` is " + Shape(it->second) + " there but " + Shape(shape) + " in the model";
-      }
-    }
-  }
-  if (missing == 0 && mismatched == 0) return;
-  char numbers[160];
-  std::snprintf(numbers, sizeof numbers, "%.4Lg parameter values, but its checkpoint holds %.4Lg", model_values,
-                checkpoint_values);
-  throw std::runtime_error("--model-dir " + dir + ": config.json describes " + spec.ToString() + " with " + numbers + " (" +
-                           std::to_string(missing) + " parameter(s) missing, " + std::to_string(mismatched) +
-                           " of another shape; e.g. " + first + "): the config and the weights do not belong together");
 }
 
 }  // namespace
@@ -84,43 +80,70 @@ ModelDir ReadModelDir(const std::string& dir) {
   if (!fs::exists(root / "config.json")) {
     throw std::runtime_error("--model-dir " + dir + ": no config.json (expected a diffusers save_pretrained directory)");
   }
+  const std::string text = ReadText(root / "config.json");
+  CheckConfig(dir, text);
   ModelDir result;
-  const std::string name = root.filename().string();
-  try {
-    result.spec = models::SpecFromConfigJson(ReadText(root / "config.json"), name);
-  } catch (const std::invalid_argument& e) {
-    std::string problem = e.what();
-    if (problem.rfind(name + ": ", 0) == 0) problem = problem.substr(name.size() + 2);
-    throw std::runtime_error("--model-dir " + dir + ": " + problem);
-  }
+  result.class_name = nlohmann::json::parse(text)["_class_name"].get<std::string>();
   try {
     result.weight_files = io::DiffusersWeightFiles(dir);
-  } catch (const io::SafetensorsError& e) {
-    throw std::runtime_error(std::string("--model-dir: ") + e.what());
-  }
-  try {
-    CheckCheckpointHoldsTheModel(dir, result.spec, result.weight_files);
   } catch (const io::SafetensorsError& e) {
     throw std::runtime_error(std::string("--model-dir: ") + e.what());
   }
   return result;
 }
 
-std::string GraphFileMatching(const std::string& model_graph_hash, const std::string& data_dir) {
-  std::vector<fs::path> candidates;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(data_dir + "/graphs", ec)) {
-    if (entry.path().string().size() > 11 &&
-        entry.path().string().compare(entry.path().string().size() - 11, 11, ".graph.json") == 0) {
-      candidates.push_back(entry.path());
+void CheckCheckpointHoldsTheProgram(const std::string& dir, const program::Program& program,
+                                    const std::vector<std::string>& weight_files) {
+  std::map<std::string, std::vector<int64_t>> checkpoint;
+  long double checkpoint_values = 0;
+  try {
+    for (const std::string& file : weight_files) {
+      const io::SafetensorsFile f = io::SafetensorsFile::Open(file);
+      for (const std::string& key : f.Keys()) {
+        const io::TensorInfo& info = f.Info(key);
+        long double n = 1;
+        for (int64_t d : info.shape) n *= static_cast<long double>(d);
+        checkpoint_values += n;
+        checkpoint.emplace(key, info.shape);
+      }
+    }
+  } catch (const io::SafetensorsError& e) {
+    throw std::runtime_error(std::string("--model-dir: ") + e.what());
+  }
+  long double program_values = 0;
+  int64_t missing = 0, mismatched = 0;
+  std::string first;
+  for (size_t i = 0; i < program.input_specs.size() && i < program.inputs.size(); ++i) {
+    const program::InputSpec& spec = program.input_specs[i];
+    if (spec.kind != program::InputSpec::Kind::kParameter) continue;
+    for (const std::string& value : program.inputs[i].TensorNames()) {
+      const program::TensorMeta* meta = program.FindTensor(value);
+      if (meta == nullptr) continue;
+      std::vector<int64_t> shape;
+      long double n = 1;
+      for (const program::SymInt& size : meta->sizes) {
+        shape.push_back(size.value);
+        n *= static_cast<long double>(size.value);
+      }
+      program_values += n;
+      auto it = checkpoint.find(spec.target);
+      if (it == checkpoint.end()) {
+        if (missing++ == 0 && first.empty()) first = "`" + spec.target + "` " + Shape(shape) + " is not in it";
+      } else if (it->second != shape) {
+        if (mismatched++ == 0 && first.empty()) {
+          first = "`" + spec.target + "` is " + Shape(it->second) + " there but " + Shape(shape) + " in the program";
+        }
+      }
     }
   }
-  std::sort(candidates.begin(), candidates.end());
-  for (const fs::path& path : candidates) {
-    model::GraphReadResult read = model::ReadGraphFile(path.string());
-    if (read.graph && read.graph->Hash() == model_graph_hash) return path.string();
-  }
-  return "";
+  if (missing == 0 && mismatched == 0) return;
+  char numbers[160];
+  std::snprintf(numbers, sizeof numbers, "%.4Lg parameter values, but its checkpoint holds %.4Lg", program_values,
+                checkpoint_values);
+  throw std::runtime_error("--model-dir " + dir + ": config.json describes a " +
+                           (program.manifest ? program.manifest->class_name : std::string("model")) + " with " + numbers +
+                           " (" + std::to_string(missing) + " parameter(s) missing, " + std::to_string(mismatched) +
+                           " of another shape; e.g. " + first + "): the config and the weights do not belong together");
 }
 
 }  // namespace weft::exec

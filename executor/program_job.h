@@ -3,10 +3,11 @@
 // `weft-run --program M.pt2`: a torch.export program (runtime/program) on weights from a
 // diffusers directory, safetensors files or weft's seeded values, at inputs from a file or made
 // from the program's first workload. On one rank without a plan it runs the program as it is and
-// --check compares with the built-in model of its class (Flux, Wan). On a mesh (or with --plan /
-// --compiled) the plan -- by default plans/<...>.weft of the program's class -- is compiled against
-// the program at these inputs, lowered to edits of its graph (compiler/program/lowering.h) and
-// applied when it loads; --check then compares with the unsharded program on the same weights.
+// --check compares with the same program on the plain interpreter (no fused kernels). On a mesh
+// (or with --plan / --compiled) the plan -- by default plans/<...>.weft of the program's class --
+// is compiled against the program at these inputs, lowered to edits of its graph
+// (compiler/program/lowering.h) and applied when it loads; --check then compares with the
+// unsharded program on the same weights. Every class runs this way: it is weft-run's one path.
 
 #include <cstdint>
 #include <optional>
@@ -22,6 +23,7 @@ namespace weft::exec {
 
 struct ProgramJobOptions {
   std::string program;               // the .pt2 file
+  std::string model_name;            // what reports and errors call the model ("flux:tiny", a model dir)
   std::string plan;                  // a plan to compile against the program ("" = its class's in plans/)
   std::string compiled;              // or a plan compiled against it already (weft compile --program)
   plan::Mesh mesh;                   // the job's mesh (axes in world order, flags)
@@ -35,7 +37,7 @@ struct ProgramJobOptions {
   bool fast_kernels = true;
   uint64_t seed = 0;
   bool check = false;
-  std::optional<double> tolerance;   // --check: max|program - built-in| <= tolerance * max|built-in|
+  std::optional<double> tolerance;   // --check: max|sharded - unsharded| <= tolerance * max|unsharded|
   // A reference output (safetensors with the keys --output writes, e.g. diffusers' own from
   // tools/make_fixtures.py): every output must be within expect_tolerance * max|reference|.
   std::string expect;

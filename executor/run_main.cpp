@@ -38,22 +38,25 @@
 #include "compiler/source/version.h"
 #include "compiler/source/output_file.h"
 #include "compiler/model/graph_json.h"
+#include "compiler/program/graph_view.h"
+#include "compiler/program/program_reader.h"
 #include "compiler/plan/mesh_spec.h"
 #include "compiler/source/sha256.h"
 #include "executor/allocator_policy.h"
 #include "executor/device.h"
-#include "executor/graph_dump.h"
 #include "executor/host_memory.h"
 #include "executor/job_identity.h"
 #include "executor/model_dir.h"
+#include "executor/model_names.h"
 #include "executor/plan_loader.h"
 #include "executor/program_cache.h"
 #include "executor/program_job.h"
-#include "executor/run_job.h"
 #include "executor/smoke_job.h"
 #include "runtime/dist/dist_context.h"
 #include "runtime/dist/launcher.h"
 #include "runtime/dist/world.h"
+#include "runtime/io/diffusers_dir.h"
+#include "runtime/io/safetensors.h"
 #include "runtime/nn/fused.h"
 
 namespace {
@@ -72,14 +75,15 @@ struct RunOptions {
   int threads = 0;
   bool no_prefix = false;
   bool smoke = false;
-  // The job (executor/run_job.h), or a program's (executor/program_job.h).
+  // The model's program (executor/program_job.h): --program FILE, else made by ResolveProgram.
   std::string program;
+  bool program_file_given = false;
+  std::string model_name;  // how reports and errors name the model
   bool dtype_given = false;
   std::string plan;
   std::string compiled;
   std::string model = "flux:tiny";
   std::string model_dir;
-  std::string graph;
   std::string workload;
   bool ulysses_anything = false;
   bool ring_anything = false;
@@ -179,141 +183,98 @@ std::chrono::milliseconds CollectiveTimeout(const RunOptions& o) {
   return std::chrono::seconds(30);
 }
 
-// The model of the job and its weight files: --model-dir (a diffusers save_pretrained
-// directory: class, config and weights) or --model with --weights.
-struct JobModel {
-  models::ModelSpec spec;
-  std::vector<std::string> weights;
-  std::string graph_hash;  // exec::ModelGraphHash(spec), computed once per rank (RunRank)
-};
-
-JobModel ResolveModel(const RunOptions& o) {
-  if (o.model_dir.empty()) return {models::ParseModelSpec(o.model), o.weights, {}};
-  exec::ModelDir dir = exec::ReadModelDir(o.model_dir);
-  return {dir.spec, o.weights.empty() ? dir.weight_files : o.weights, {}};
-}
-
-// The plan of the job: --compiled, or --plan (default: the model's plan in plans/) compiled
-// here against the model's graph for this mesh.
-exec::LoadedPlan LoadJobPlan(const RunOptions& o, const JobModel& model, const dist::MeshShape& shape) {
-  const models::ModelSpec& spec = model.spec;
-  const std::string data = exec::DataDir();
-  exec::PlanRequest request;
-  request.compiled_file = o.compiled;
-  request.plan_file = o.plan.empty() ? exec::PlanFileFor(spec, data) : o.plan;
-  request.graph_file = o.graph;
-  if (request.graph_file.empty()) {
-    request.graph_file = o.model_dir.empty() ? exec::GraphFileFor(spec, data) : exec::GraphFileMatching(model.graph_hash, data);
-  }
-  if (o.compiled.empty() && request.graph_file.empty()) {
-    // No committed graph describes this model (e.g. a checkpoint of an unpublished config):
-    // compile against the graph traced from the model itself, as --dump-graph prints it.
-    request.graph = exec::DumpModelGraphForRun(spec, data);
-  }
-  request.workload = o.workload;
-  for (dist::Axis axis : shape.order) {
-    request.mesh.axes.push_back({dist::AxisName(axis), shape.Size(axis)});
-  }
-  request.mesh.world_size = shape.WorldSize();
-  request.mesh.ulysses_anything = o.ulysses_anything;
-  request.mesh.ring_anything = o.ring_anything;
-  request.mesh.convert_to_fp32 = !o.no_fp32_merge;
-  request.mesh.rotate_method = *plan::ParseRotateMethod(o.rotate);
-  request.activation_bytes = o.dtype == "fp32" ? 4 : 2;
-  request.model = spec;  // re-derived from the model itself: no edited plan or graph runs
-  request.model_graph_hash = model.graph_hash;
-  return exec::LoadPlan(request);
-}
-
-exec::JobOptions JobOptionsFrom(const RunOptions& o, const JobModel& model, const exec::LoadedPlan& loaded) {
-  exec::JobOptions j;
-  j.model = model.spec;
-  j.weights = model.weights;
-  j.inputs = o.inputs;
-  j.output = o.output;
-  j.workload = exec::WorkloadFromGraph(j.model.family, loaded.graph_workload);
-  j.seed = o.seed;
-  j.dtype = o.dtype == "bf16" ? at::kBFloat16 : at::kFloat;
-  j.check = o.check;
-  if (o.tolerance_given) j.tolerance = o.tolerance;
-  j.warmup = o.warmup;
-  j.iters = o.iters;
-  j.trace = o.trace;
-  j.profile_ops = o.profile_ops;
-  j.report = o.report;
-  j.plan_hash = loaded.hash;
-  j.model_graph_hash = model.graph_hash;
-  return j;
-}
-
 // What this rank runs, for the rendezvous to compare across ranks (dist::DistOptions::job):
-// the launch, the kind of job, mesh and mode flags, model and its config, plan and graph,
-// weights and inputs by content (FileIdentity), seed and iterations. `model` and `loaded` are
-// null for the smoke and program jobs.
-exec::JobIdentity JobIdentityOf(const RunOptions& o, const dist::MeshShape& shape, const JobModel* model,
-                                const exec::LoadedPlan* loaded) {
+// the launch, the kind of job, mesh and mode flags, the model's program, plan, weights and inputs
+// by content (FileIdentity), seed and iterations.
+exec::JobIdentity JobIdentityOf(const RunOptions& o, const dist::MeshShape& shape) {
   exec::JobIdentity id;
   auto add = [&](const std::string& key, const std::string& value) { id.emplace_back(key, value); };
   if (const std::string launch = exec::LaunchId(); !launch.empty()) add("launch", launch);
   add("weft-run", kVersion);
-  add("job", o.smoke ? "smoke" : !o.program.empty() ? "program" : "model");
+  add("job", o.smoke ? "smoke" : "program");
   add("mesh", shape.ToString());
   add("device", o.device);
-  add("dtype", o.dtype_given || o.program.empty() ? o.dtype : "the program's");
+  add("dtype", o.dtype_given ? o.dtype : "the program's");
   add("modes", std::string(o.ulysses_anything ? "ulysses-anything " : "") + (o.ring_anything ? "ring-anything " : "") +
                    "rotate=" + o.rotate + (o.no_fp32_merge ? " no-fp32-merge" : "") + (o.unfused ? " unfused" : ""));
   add("iterations", std::to_string(o.warmup) + " warm-up + " + std::to_string(o.iters));
   add("check", o.check ? (o.tolerance_given ? "tolerance " + std::to_string(o.tolerance) : "default tolerance") : "off");
   add("seed", std::to_string(o.seed));
   if (!o.workload.empty()) add("workload", o.workload);
-  if (model != nullptr) {
-    add("model", model->spec.ToString());
-    if (!model->spec.config_json.empty()) add("model config", "sha256:" + source::Sha256Hex(model->spec.config_json));
-    add("model graph", model->graph_hash);
-  }
-  if (loaded != nullptr) {
-    add("plan", loaded->hash);
-    add("graph", loaded->plan.graph_hash);
-  }
   if (!o.program.empty()) add("program", exec::FileIdentity(o.program));
-  const std::vector<std::string>& weights = model != nullptr ? model->weights : o.weights;
+  if (!o.plan.empty()) add("plan", exec::FileIdentity(o.plan));
+  if (!o.compiled.empty()) add("compiled plan", exec::FileIdentity(o.compiled));
+  std::vector<std::string> weights = o.weights;
+  if (weights.empty() && !o.model_dir.empty() && !o.smoke) weights = io::DiffusersWeightFiles(o.model_dir);
   if (weights.empty()) add("weights", "seeded");
   for (size_t i = 0; i < weights.size(); ++i) add("weights " + std::to_string(i + 1), exec::FileIdentity(weights[i]));
   add("inputs", o.inputs.empty() ? "seeded" : exec::FileIdentity(o.inputs));
   return id;
 }
 
-// The class config.json names, "" when it names none (a malformed config.json is left to
-// ReadModelDir, whose messages name what is wrong with it).
-std::string ClassOfModelDir(const std::string& dir) {
-  std::ifstream in(dir + "/config.json");
-  const nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!config.is_object() || !config.contains("_class_name") || !config["_class_name"].is_string()) return "";
-  return config["_class_name"].get<std::string>();
+// The batch of an --inputs file: dim 0 of its `hidden_states` (of its first tensor when it has
+// none), from the safetensors header alone; 0 when unknown (the job names what is wrong with it).
+int64_t InputsBatch(const std::string& file) {
+  try {
+    const io::SafetensorsFile f = io::SafetensorsFile::Open(file);
+    const std::vector<std::string> keys = f.Keys();
+    if (keys.empty()) return 0;
+    const std::string key = f.Contains("hidden_states") ? "hidden_states" : keys.front();
+    const std::vector<int64_t>& shape = f.Info(key).shape;
+    return shape.empty() ? 0 : shape[0];
+  } catch (const std::exception&) {
+    return 0;
+  }
 }
 
-// --program auto, or --model-dir of a class weft has no hand-written model for: the program of
-// the model (--model-dir, else --model's tools/model_configs entry) from the program cache,
-// exported there once (executor/program_cache.h). The launcher says what it does; its ranks
-// find the entry it made.
+// Every model runs as a program: --program FILE as it is; otherwise the program of --model-dir
+// (else of --model's tools/model_configs entry, else of --model-config) from the program cache,
+// exported there once (executor/program_cache.h). The launcher says what it does; its ranks find
+// the entry it made.
 void ResolveProgram(RunOptions& o) {
-  const std::string cls = o.program.empty() && !o.model_dir.empty() ? ClassOfModelDir(o.model_dir) : "";
-  const bool no_builtin = !cls.empty() && !o.smoke && !o.dump_graph && models::FamilyOfClass(cls).empty();
-  if (o.program != "auto" && !no_builtin) return;
-  exec::ProgramSource source;
-  if (!o.model_dir.empty()) {
-    source.model_dir = o.model_dir;
-  } else {
-    source.config_file = exec::ModelConfigFileFor(models::ParseModelSpec(o.model), exec::DataDir());
-    if (source.config_file.empty()) {
-      throw UsageError("--program auto: no tools/model_configs entry for --model " + o.model + " in " +
-                       exec::DataDir() + " to export it from");
-    }
+  if (o.smoke) return;
+  if (!o.program.empty() && o.program != "auto") {
+    if (o.model_name.empty()) o.model_name = o.program;
+    return;
   }
-  source.inputs = o.inputs;
+  exec::ProgramSource source;
+  std::optional<exec::ModelDir> dir;
+  if (!o.model_dir.empty()) {
+    try {
+      dir = exec::ReadModelDir(o.model_dir);
+    } catch (const std::runtime_error& e) {
+      throw UsageError(e.what());
+    }
+    source.model_dir = o.model_dir;
+    o.model_name = "--model-dir " + o.model_dir;
+  } else if (!o.model_config.empty()) {
+    source.config_file = o.model_config;
+    o.model_name = o.model_config;
+  } else {
+    try {
+      source.config_file = exec::ModelConfigFile(o.model, exec::DataDir());
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+    o.model_name = o.model;
+  }
+  // The export is at a workload of the config (or, for a model dir, of its class's entries), its
+  // sizes dynamic; --inputs are run on it, checked by the program's guards. Only a class that no
+  // entry has workloads for is exported at the inputs themselves.
+  if (dir && !exec::ClassHasModelConfig(dir->class_name, exec::DataDir())) source.inputs = o.inputs;
   source.workload = o.workload;
   source.dtype = o.dtype;
+  // torch.export keeps a size dynamic from 2 up: inputs of batch 1 run on a program exported at
+  // batch 1 (its own cache entry), never on one that would refuse them.
+  if (!o.inputs.empty() && InputsBatch(o.inputs) == 1) source.batch = 1;
   o.program = exec::FindOrExportProgram(source, !dist::LaunchedAsRank()).path;
+  if (dir && o.weights.empty() && !dist::LaunchedAsRank()) {
+    try {
+      exec::CheckCheckpointHoldsTheProgram(o.model_dir, program::ReadProgramFile(o.program), dir->weight_files);
+    } catch (const std::runtime_error& e) {
+      throw UsageError(e.what());
+    }
+  }
 }
 
 // One rank of the job.
@@ -328,16 +289,8 @@ int RunRank(const RunOptions& o) {
   dopts.timeout = CollectiveTimeout(o);
   dopts.enable_nccl = device.is_cuda();
   if (o.cpu_transport == "gloo") dopts.shm_budget_bytes = 0;
-  // The model's job: its model and plan are resolved before the rendezvous, so that every rank
-  // can compare what it runs with the others' before any collective.
-  std::optional<JobModel> job_model;
-  std::optional<exec::LoadedPlan> job_plan;
-  if (!o.smoke && o.program.empty()) {
-    job_model = ResolveModel(o);
-    job_model->graph_hash = exec::ModelGraphHash(job_model->spec);
-    job_plan = LoadJobPlan(o, *job_model, shape);
-  }
-  dopts.job = JobIdentityOf(o, shape, job_model ? &*job_model : nullptr, job_plan ? &*job_plan : nullptr);
+  // Every rank compares what it runs with the others' before any collective.
+  dopts.job = JobIdentityOf(o, shape);
   auto start = std::chrono::steady_clock::now();
   std::unique_ptr<dist::DistContext> ctx = dist::DistContext::Create(world, shape, dopts);
   double setup_ms =
@@ -345,9 +298,10 @@ int RunRank(const RunOptions& o) {
   int status = 0;
   if (o.smoke) {
     status = exec::RunSmokeJobAndReport(*ctx, setup_ms, std::cout);
-  } else if (!o.program.empty()) {
+  } else {
     exec::ProgramJobOptions job;
     job.program = o.program;
+    job.model_name = o.model_name;
     job.plan = o.plan;
     job.compiled = o.compiled;
     for (dist::Axis axis : shape.order) job.mesh.axes.push_back({dist::AxisName(axis), shape.Size(axis)});
@@ -376,27 +330,15 @@ int RunRank(const RunOptions& o) {
     job.report = o.report;
     job.progress = world.rank == 0;
     status = exec::RunProgramJob(*ctx, job);
-  } else {
-    exec::JobOptions job = JobOptionsFrom(o, *job_model, *job_plan);
-    job.device = device;
-    exec::JobResult result = exec::RunJob(*ctx, job_plan->plan, job);
-    status = result.exit_code;
   }
   ctx->Shutdown();
   return status;
 }
 
-// --dump-graph: the model's graph from the C++ model on the meta device; no ranks.
+// --dump-graph: the weft.graph/1 view of the model's program (what `weft program --graph-json`
+// prints); no ranks.
 int DumpGraph(const RunOptions& o) {
-  const JobModel model = ResolveModel(o);
-  std::string config_file = o.model_config;
-  if (config_file.empty()) config_file = exec::ModelConfigFileFor(model.spec, exec::DataDir());
-  if (config_file.empty()) {
-    std::cerr << "weft-run: no tools/model_configs entry (the workloads to trace) for " << model.spec.ToString()
-              << " in " << exec::DataDir() << "; pass one with --model-config\n";
-    return 2;
-  }
-  const std::string text = model::WriteGraphJson(exec::DumpModelGraph(model.spec, config_file));
+  const std::string text = model::WriteGraphJson(program::GraphOfProgram(program::ReadProgramFile(o.program)));
   if (o.dump_graph_file.empty() || o.dump_graph_file == "-") {
     std::cout << text;
     return 0;
@@ -405,24 +347,43 @@ int DumpGraph(const RunOptions& o) {
   return 0;
 }
 
+// The parameter values a program holds (its graph signature's parameters).
+int64_t ParameterCount(const program::Program& p) {
+  int64_t count = 0;
+  for (size_t i = 0; i < p.input_specs.size() && i < p.inputs.size(); ++i) {
+    if (p.input_specs[i].kind != program::InputSpec::Kind::kParameter) continue;
+    for (const std::string& name : p.inputs[i].TensorNames()) {
+      const program::TensorMeta* meta = p.FindTensor(name);
+      if (meta == nullptr) continue;
+      int64_t n = 1;
+      for (const program::SymInt& size : meta->sizes) n *= size.value;
+      count += n;
+    }
+  }
+  return count;
+}
+
 // A local job whose parameters alone exceed this machine's memory is killed by the OOM killer
 // after minutes of loading; refuse it up front instead. The bound is a lower one -- per rank
 // the parameters divided by tp, plus a whole unsharded copy with --check (the reference) -- so a
 // job refused here could not have fitted. Returns the reason, or "" when the job may fit.
-std::string MemoryRefusal(const RunOptions& o, const models::ModelSpec& spec, const dist::MeshShape& shape, int nproc) {
+std::string MemoryRefusal(const RunOptions& o, const dist::MeshShape& shape, int nproc) {
   if (o.device != "cpu") return "";  // parameters live in device memory, not this host's
   const int64_t available = AvailableMemoryBytes();
   if (available <= 0) return "";
-  int64_t params = 0;
-  for (const auto& [name, tensor] : models::CreateModel(spec)->NamedParameters()) params += tensor->numel();
-  const int64_t element = o.dtype == "bf16" ? 2 : 4;
+  const program::Program p = program::ReadProgramFile(o.program);
+  const int64_t params = ParameterCount(p);
+  // The program's own dtype: its casts are baked in (another --dtype is refused by the job).
+  const std::string dtype = p.manifest && p.manifest->dtype == "bf16" ? "bf16" : "fp32";
+  const int64_t element = dtype == "bf16" ? 2 : 4;
   const double per_rank = static_cast<double>(params) * element * (1.0 / shape.tp + (o.check ? 1.0 : 0.0));
   if (per_rank * nproc <= static_cast<double>(available)) return "";
-  return spec.ToString() + " needs at least " + Gb(per_rank * nproc) + " for its parameters on " + std::to_string(nproc) +
-         " local rank(s) (" + std::to_string(params) + " parameters in " + o.dtype + ", divided by tp=" +
+  return o.model_name + " needs at least " + Gb(per_rank * nproc) + " for its parameters on " + std::to_string(nproc) +
+         " local rank(s) (" + std::to_string(params) + " parameters in " + dtype + ", divided by tp=" +
          std::to_string(shape.tp) + (o.check ? ", plus an unsharded copy for --check" : "") +
          ") but this machine has " + Gb(static_cast<double>(available)) +
-         " available; use --dtype bf16, a larger tp, or fewer ranks per machine";
+         " available; use " + (dtype == "bf16" ? std::string() : "--dtype bf16 (a bf16 export), ") +
+         "a larger tp, or fewer ranks per machine";
 }
 
 // The most local ranks weft-run starts on one machine: 16 per core (a rank is mostly idle while it
@@ -463,18 +424,9 @@ std::string LocalRankRefusal(const RunOptions& o, int nproc) {
 // Launcher mode: re-execute ourselves on nproc local ranks.
 int RunLauncher(const RunOptions& o, int argc, char** argv) {
   CollectiveTimeout(o);  // a bad WEFT_TIMEOUT_S is reported once, here
-  // Bad arguments are reported once, here, rather than by every rank.
-  std::optional<JobModel> model;
-  if (!o.smoke && o.program.empty()) {
-    try {
-      model = ResolveModel(o);
-    } catch (const std::exception& e) {
-      std::cerr << "weft-run: " << e.what() << "\n";
-      return 2;
-    }
-  }
   int nproc = o.nproc;
-  if (nproc == 0) nproc = !o.mesh.empty() ? ParseMesh(o.mesh).WorldSize() : o.program.empty() ? 4 : 1;
+  // Without --mesh or --nproc: a program file on one rank; a model (the main job too) on 4.
+  if (nproc == 0) nproc = !o.mesh.empty() ? ParseMesh(o.mesh).WorldSize() : o.program_file_given ? 1 : 4;
   if (const std::string refusal = LocalRankRefusal(o, nproc); !refusal.empty()) {
     std::cerr << "weft-run: " << refusal << "\n";
     return 2;
@@ -485,8 +437,8 @@ int RunLauncher(const RunOptions& o, int argc, char** argv) {
               << " ranks but --nproc is " << nproc << "\n";
     return 2;
   }
-  if (model) {
-    if (const std::string refusal = MemoryRefusal(o, model->spec, shape, nproc); !refusal.empty()) {
+  if (!o.smoke) {
+    if (const std::string refusal = MemoryRefusal(o, shape, nproc); !refusal.empty()) {
       std::cerr << "weft-run: " << refusal << "\n";
       return 2;
     }
@@ -573,27 +525,23 @@ int main(int argc, char** argv) {
   app.add_option("--compiled", o.compiled, "Compiled plan (weft.plan/1 JSON from `weft compile`)")
       ->check(CLI::ExistingFile)->excludes(plan_opt);
   auto* program_opt = app.add_option("--program", o.program, "A torch.export program (.pt2, tools/export_program.py) to "
-                                                             "run instead of a built-in model, or `auto`: the program of "
-                                                             "--model-dir (else --model), exported once into the program "
-                                                             "cache ($WEFT_PROGRAM_CACHE, else ~/.cache/weft/programs; a "
-                                                             "--model-dir of a class without a built-in model always "
-                                                             "runs so). Weights from --model-dir "
-                                                             "or --weights (default: seeded), inputs from --inputs "
-                                                             "(default: made at its first workload). On a mesh the plan "
-                                                             "(--plan, default: plans/ for its class) is compiled into "
-                                                             "the program; --check compares with the unsharded program "
-                                                             "(on one rank: with the built-in model of its class)")
+                                                             "run; without it weft-run runs the program of --model-dir "
+                                                             "(else --model), exported once into the program cache "
+                                                             "($WEFT_PROGRAM_CACHE, else ~/.cache/weft/programs). Weights "
+                                                             "from --model-dir or --weights (default: seeded), inputs from "
+                                                             "--inputs (default: made at its first workload). On a mesh the "
+                                                             "plan (--plan, default: plans/ for its class) is compiled into "
+                                                             "the program; --check compares with the unsharded program (on "
+                                                             "one rank: the plain interpreter's)")
                           ->check(CLI::Validator(
                               [](std::string& v) { return v == "auto" ? std::string() : CLI::ExistingFile(v); },
                               "FILE or auto"));
-  auto* model_opt = app.add_option("--model", o.model, "Built-in model NAME:CONFIG: flux:{tiny,small,dev,schnell}, "
-                                     "wan:{tiny,small,1.3b,14b,...} (default flux:tiny)");
+  auto* model_opt = app.add_option("--model", o.model, "A model of tools/model_configs by its file name (qwen-image-tiny, "
+                                     "wan2.1-t2v-1.3b ...) or short name: flux:{tiny,small,dev,schnell}, "
+                                     "wan:{tiny,tiny-i2v,small,1.3b,14b} (default flux:tiny)");
   app.add_option("--model-dir", o.model_dir, "A diffusers save_pretrained directory (config.json + *.safetensors, "
-                                             "sharded index files too): the model, its weights, its graph")
+                                             "sharded index files too): the model and its weights")
       ->check(CLI::ExistingDirectory);
-  app.add_option("--graph", o.graph, "The model's graph (weft.graph/1; default: the one in graphs/ with the model's structure "
-                                     "hash, else the graph traced from the model as --dump-graph prints it)")
-      ->check(CLI::ExistingFile);
   app.add_option("--workload", o.workload, "Graph workload to compile for and size the inputs by (default: the "
                                            "graph's first)");
   app.add_flag("--ulysses-anything", o.ulysses_anything, "Allow uneven sequence lengths and head counts");
@@ -617,11 +565,11 @@ int main(int argc, char** argv) {
                                        "random)")->check(CLI::ExistingFile);
   app.add_option("--output", o.output, "Write the gathered output to this safetensors file (rank 0)");
   auto* dump_opt = app.add_option("--dump-graph", o.dump_graph_file,
-                                  "Print the model's weft.graph/1 (traced on the meta device at the workloads of "
-                                  "tools/model_configs/<name>.json) to stdout or FILE, and exit")
+                                  "Print the weft.graph/1 view of the model's program (at the workloads of its "
+                                  "tools/model_configs entry) to stdout or FILE, and exit")
                        ->expected(0, 1);
   app.add_option("--model-config", o.model_config,
-                 "With --dump-graph: the model config with the workloads to trace (tools/model_configs format)");
+                 "A model config in the tools/model_configs format (class, config, workloads) to export and run");
   app.add_flag("--check", o.check, "Compare with an unsharded run; non-zero exit above the tolerance");
   app.add_option("--expect", o.expect,
                  "With --program: compare the output with a reference safetensors file (keys as --output writes them, "
@@ -648,9 +596,9 @@ int main(int argc, char** argv) {
   // against the unsharded program.
   if (argc == 1) {
     o.check = true;
-    o.program = "auto";
     o.mesh = "ring=2,ulysses=2";
   }
+  o.program_file_given = program_opt->count() > 0 && o.program != "auto";
   o.dump_graph = dump_opt->count() > 0;
   o.dtype_given = dtype_opt->count() > 0;
   o.tolerance_given = tolerance_opt->count() > 0;
@@ -660,14 +608,13 @@ int main(int argc, char** argv) {
                  "--check accepts, e.g. 1e-5)\n";
     return 2;
   }
-  if (program_opt->count() > 0 && (o.smoke || o.dump_graph)) {
-    std::cerr << "weft-run: --program runs a program; it takes no --smoke or --dump-graph\n";
+  if (program_opt->count() > 0 && o.smoke) {
+    std::cerr << "weft-run: --program runs a program; --smoke runs no model\n";
     return 2;
   }
-  if (program_opt->count() > 0 && o.program != "auto" && model_opt->count() > 0) {
+  if (o.program_file_given && model_opt->count() > 0) {
     std::cerr << "weft-run: --program " << o.program << " and --model " << o.model
-              << " both name the model to run; give one (--program auto --model " << o.model
-              << " runs the program of the built-in " << o.model << ")\n";
+              << " both name the model to run; give one\n";
     return 2;
   }
   if (o.device == "cuda") {

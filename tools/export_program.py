@@ -467,6 +467,22 @@ def export(cls_name, cfg, kwargs, dtype, name, workloads, source, out_path):
     return ep, seconds
 
 
+def class_workloads(cls_name):
+    """The workloads of the tools/model_configs entries of `cls_name` (the tiny ones first): the
+    input sizes a save_pretrained directory, which has no workloads of its own, is exported at."""
+    configs = os.path.join(os.path.dirname(os.path.abspath(__file__)), "model_configs")
+    entries = []
+    for file in sorted(os.listdir(configs)) if os.path.isdir(configs) else []:
+        try:
+            with open(os.path.join(configs, file)) as f:
+                spec = json.load(f, object_pairs_hook=OrderedDict)
+        except (OSError, ValueError):
+            continue
+        if spec.get("config", {}).get("_class_name") == cls_name and spec.get("workloads"):
+            entries.append((not file.endswith("-tiny.json"), file, spec["workloads"]))
+    return sorted(entries)[0][2] if entries else []
+
+
 def load_spec(config=None, model_dir=None):
     """(class name, config without _class_name, name, source, workloads) of a model config file
     (tools/model_configs format) or a save_pretrained directory."""
@@ -477,7 +493,8 @@ def load_spec(config=None, model_dir=None):
                 cfg = json.load(f, object_pairs_hook=OrderedDict)
         except (OSError, ValueError) as e:
             raise SystemExit("export_program: cannot read %s: %s" % (path, e))
-        name, source, workload_specs = os.path.basename(os.path.normpath(model_dir)), path, []
+        name, source = os.path.basename(os.path.normpath(model_dir)), path
+        workload_specs = class_workloads(cfg.get("_class_name"))
     else:
         with open(config) as f:
             spec = json.load(f, object_pairs_hook=OrderedDict)
@@ -515,7 +532,8 @@ def export_config(config, out, workload=None, batch=1, dtype_name="fp32", model_
                                         inputs=describe_inputs(kwargs)))
     else:
         if not workload_specs:
-            raise SystemExit("export_program: --model-dir needs --inputs (the config has no workloads)")
+            raise SystemExit("export_program: --model-dir of a %s needs --inputs (no tools/model_configs entry of "
+                             "the class has workloads to make inputs at)" % cls_name)
         chosen = workload or workload_specs[0]["name"]
         match = [w for w in workload_specs if w["name"] == chosen]
         if not match:

@@ -166,6 +166,7 @@ J EditJson(const ProgramEdit& e) {
     j["element"] = e.element;
     j["new_value"] = e.new_value;
   }
+  if (e.kind == ProgramEdit::Kind::kAttention && e.uneven) j["uneven"] = true;
   if (e.kind == ProgramEdit::Kind::kAllReduce) j["bias"] = e.bias;
   if (e.kind == ProgramEdit::Kind::kNormStats) j["new_value"] = e.new_value;
   if (e.attention) j["attention"] = AttentionJson<J>(*e.attention);

@@ -296,6 +296,9 @@ plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program
         e.attention = *step.attention;
         e.module = step.module;
         e.origin = step.attention->origin;
+        // Uneven lengths: every call exchanges the ranks' shapes (the kernel cannot keep the first
+        // call's; without it a second forward all-gathered as if the pieces were equal).
+        e.uneven = plan.mesh.Uneven();
         out.edits.push_back(std::move(e));
       }
     }

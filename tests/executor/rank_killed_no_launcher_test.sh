@@ -12,7 +12,7 @@ trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
 port=$(( 20000 + RANDOM % 20000 ))
 run_rank() {
   exec env MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 RANK=$1 LOCAL_RANK=$1 \
-      "$weft_run" --model flux:small --graph "$source_dir/graphs/flux-small.graph.json" --mesh ulysses=2 \
+      "$weft_run" --model flux:small --mesh ulysses=2 \
       --iters 100000 --timeout-ms 30000 --cpu-transport $transport >"$dir/rank$1.log" 2>&1
 }
 run_rank 0 &

@@ -7,7 +7,7 @@ weft_run=$1
 source_dir=$2
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-env -u RANK -u WORLD_SIZE "$weft_run" --model flux:small --graph "$source_dir/graphs/flux-small.graph.json" \
+env -u RANK -u WORLD_SIZE "$weft_run" --model flux:small \
     --nproc 2 --mesh ulysses=2 --iters 100000 --timeout-ms 5000 >"$log" 2>&1 &
 launcher=$!
 # Wait until rank 0 reports a finished iteration, so the kill lands mid-run.

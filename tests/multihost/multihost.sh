@@ -134,7 +134,7 @@ usp | tp)
     status=$?
     [ "$status" -eq 0 ] || fail "rank $r exited $status"
   done
-  grep -q "weft-run: check passed" "$dir/rank0.log" || fail "no passed check"
+  grep -q "weft-run: check against the unsharded model passed" "$dir/rank0.log" || fail "no passed check"
   transports=$(tr -d '\n' <"$dir/report.json" | grep -Eo '"cpu_transport": *\{[^}]*\}' | tr -s ' ')
   echo "$transports"
   for axis in $inside; do
@@ -144,7 +144,7 @@ usp | tp)
     echo "$transports" | grep -q "\"$axis\": \"gloo (the group's ranks run on more than one host)\"" ||
       fail "$axis (across the hosts) does not use Gloo for the reason that its ranks span hosts"
   done
-  grep -h "check passed" "$dir/rank0.log"
+  grep -h "check against the unsharded model passed" "$dir/rank0.log"
   echo "PASS: $mesh on 2 hosts x 2 ranks"
   ;;
 link-down | host-killed | rank-stopped)
