@@ -9,9 +9,10 @@ products every implementation of the forward must do (each Linear, both attentio
 one exp per attention score, timed alone with LibTorch's GEMM on this machine -- the floor a
 weft/diffusers ratio can reach here, in the same run.
 
-With --program weft's side is the same model as a torch.export program (exported here once from
-the same config and inputs) with plans/flux.weft compiled into it (issue 14), not the built-in
-Flux.
+weft's side is always a torch.export program with plans/flux.weft compiled into it: with
+--program one exported here from the same config and inputs, else the program `weft-run --model
+flux:small` takes from its program cache (the hand-written Flux this bench once ran is gone,
+issue 24).
 
 One run: builds diffusers' FluxTransformer2DModel at weft's `small` config (2 double + 4 single
 blocks, hidden 512 = 8 heads x 64; tools/model_configs/flux-small.json) with seeded random
@@ -162,7 +163,7 @@ def run_weft(args, paths, work, tag, n, mesh, row, transport):
     report, wout, log = work / f"weft_{tag}.json", work / f"weft_{tag}.out.safetensors", work / f"weft_{tag}.log"
     side = row["weft"].setdefault(transport, {"samples": [], "medians": []})
     model = (["--program", str(paths["program"])] if paths.get("program") else
-             ["--model", "flux:small", "--graph", "graphs/flux-small.graph.json", "--workload", "512x512"])
+             ["--model", "flux:small", "--workload", "512x512"])
     cmd = [args.weft_run, "--cpu-transport", transport] + model + ["--nproc", str(n), "--mesh", mesh,
            "--weights", str(paths["weights"]), "--inputs", str(paths["inputs"]),
            "--iters", str(args.iters), "--warmup", str(args.warmup),

@@ -95,8 +95,7 @@ def main():
     for tp in [int(r) for r in args.ranks.split(",") if r]:
         threads = args.threads or max(1, cores // tp)
         report, out = work / f"weft_tp{tp}.json", work / f"weft_tp{tp}.out.safetensors"
-        cmd = [args.weft_run, "--model", "flux:small", "--graph", "graphs/flux-small.graph.json",
-               "--workload", "512x512", "--nproc", str(tp), "--mesh", f"tp={tp},ring=1,ulysses=1",
+        cmd = [args.weft_run, "--model", "flux:small", "--workload", "512x512", "--nproc", str(tp), "--mesh", f"tp={tp},ring=1,ulysses=1",
                "--weights", str(paths["weights"]), "--inputs", str(paths["inputs"]),
                "--iters", str(args.iters), "--warmup", str(args.warmup), "--threads", str(threads),
                "--report", str(report), "--output", str(out)]

@@ -198,7 +198,7 @@ std::string PlanAsRules(const plan::ExecutionPlan& plan) {
 }
 
 plan::ExecutionPlan CompileRules(const plan::ExecutionPlan& plan, const model::ModelGraph& graph, const std::string& name,
-                                 const std::string& context, bool program_view) {
+                                 const std::string& context) {
   source::SourceManager sources;
   std::ostringstream rendered;
   diag::TextRenderer renderer(rendered);
@@ -214,7 +214,7 @@ plan::ExecutionPlan CompileRules(const plan::ExecutionPlan& plan, const model::M
     options.workload = plan.workload.name;
     options.plan_file = name;
     options.activation_bytes = ActivationBytes(plan);
-    options.gathers_checked_by_dataflow = program_view;
+    options.gathers_checked_by_dataflow = true;
     derived = CompileAst(*ast, graph, options, diags);
   }
   tracker.Flush();
@@ -289,7 +289,7 @@ void CheckPlanAgainstProgram(const plan::ExecutionPlan& plan, const program::Pro
   const model::ModelGraph graph = program::GraphOfProgram(view);
   const std::string context = what + " does not hold for program " + program_file + " (derived again at workload `" +
                               plan.workload.name + "`, mesh " + plan.mesh.ToString() + ")";
-  plan::ExecutionPlan derived = CompileRules(plan, graph, "<" + what + ", as rules>", context, /*program_view=*/true);
+  plan::ExecutionPlan derived = CompileRules(plan, graph, "<" + what + ", as rules>", context);
   try {
     program::LowerToProgramWithCost(derived, p, program_file, graph);
   } catch (const program::ProgramError& e) {

@@ -7,7 +7,7 @@
 // How: the plan's steps are written back as plan rules (PlanAsRules: a split/gather rule per
 // step, its explicit attention modes, its tensor-parallel styles and block sizes; attention the
 // compiler derived is left to be derived again), bound and lowered by the compiler for the plan's
-// mesh, so every check runs again; for a program, lowered into the program too. The result must
+// mesh, so every check runs again, and lowered into the program. The result must
 // equal the plan step for step and size for size, and -- what the interpreter actually applies --
 // edit for edit (origins and the cost section aside). Torch-free: weft-run calls it, and so can
 // any tool that is handed a plan.
@@ -24,11 +24,12 @@ namespace weft {
 // The plan's steps as plan rules (the DSL) for `CompileRules`.
 std::string PlanAsRules(const plan::ExecutionPlan& plan);
 
-// The plan's steps as rules (`name` labels them in messages), compiled against `graph` at the
-// plan's workload and mesh. Throws std::runtime_error carrying the compiler's diagnostics when
-// they do not compile; `context` starts that message.
+// The plan's steps as rules (`name` labels them in messages), compiled against `graph` (a
+// program's graph view: its dataflow checks the gathers) at the plan's workload and mesh. Throws
+// std::runtime_error carrying the compiler's diagnostics when they do not compile; `context`
+// starts that message.
 plan::ExecutionPlan CompileRules(const plan::ExecutionPlan& plan, const model::ModelGraph& graph, const std::string& name,
-                                 const std::string& context, bool program_view);
+                                 const std::string& context);
 
 // The differences between `given` and `derived`, one line each: per module, its splits, gathers,
 // attention and tensor-parallel step (every field the executor acts on) and calls per forward.

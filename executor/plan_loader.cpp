@@ -6,7 +6,6 @@
 #include <stdexcept>
 
 #include "compiler/compile.h"
-#include "executor/plan_check.h"
 #include "runtime/dist/launcher.h"
 
 namespace weft::exec {
@@ -22,51 +21,6 @@ std::string DataDir() {
   return ExeDir() + "/../share/weft";
 }
 
-std::string GraphFileFor(const models::ModelSpec& spec, const std::string& data_dir) {
-  const std::string path = data_dir + "/graphs/" + models::PublishedName(spec) + ".graph.json";
-  return std::filesystem::exists(path) ? path : "";
-}
-
-std::string PlanFileFor(const models::ModelSpec& spec, const std::string& data_dir) {
-  return data_dir + "/plans/" + spec.family + ".weft";
-}
-
-models::Workload WorkloadFromGraph(const std::string& family, const model::Workload& workload) {
-  models::Workload w;
-  const int64_t height = workload.IntParam("height").value_or(0);
-  const int64_t width = workload.IntParam("width").value_or(0);
-  const int64_t frames = workload.IntParam("frames").value_or(0);
-  w.text = workload.IntParam("text_len").value_or(0);
-  if (family == "flux") {  // 8x VAE, 2x2 packing: one token per 16x16 pixels
-    w.height = height / 16;
-    w.width = width / 16;
-  } else if (family == "wan") {  // 8x spatial, 4x temporal VAE; the model patchifies 2x2
-    w.height = height / 8;
-    w.width = width / 8;
-    w.frames = frames > 0 ? (frames - 1) / 4 + 1 : 0;
-  }
-  return w;
-}
-
-model::Workload GraphWorkloadFor(const std::string& family, const models::Workload& sizes) {
-  model::Workload w;
-  auto param = [&](const char* key, int64_t value) { w.params.emplace_back(key, std::to_string(value)); };
-  if (family == "flux") {
-    const int64_t height = sizes.height * 16, width = sizes.width * 16;
-    w.name = std::to_string(width) + "x" + std::to_string(height);
-    param("height", height);
-    param("width", width);
-  } else {
-    const int64_t height = sizes.height * 8, width = sizes.width * 8, frames = (sizes.frames - 1) * 4 + 1;
-    w.name = std::to_string(width) + "x" + std::to_string(height) + "x" + std::to_string(frames);
-    param("width", width);
-    param("height", height);
-    param("frames", frames);
-  }
-  param("text_len", sizes.text);
-  return w;
-}
-
 LoadedPlan LoadPlan(const PlanRequest& request) {
   LoadedPlan loaded;
   if (!request.compiled_file.empty()) {
@@ -78,26 +32,16 @@ LoadedPlan LoadPlan(const PlanRequest& request) {
     }
     loaded.plan = std::move(*read.plan);
     loaded.hash = plan::PlanContentHash(loaded.plan);
-    if (!request.model_graph_hash.empty() && !loaded.plan.graph_hash.empty() &&
-        loaded.plan.graph_hash != request.model_graph_hash) {
-      throw std::runtime_error("compiled plan `" + request.compiled_file + "`: the plan was compiled against graph " +
-                               loaded.plan.graph_hash + " but the model's graph is " + request.model_graph_hash +
-                               " (recompile the plan for this model and config)");
-    }
-    if (request.model) CheckPlanAgainstModel(loaded.plan, *request.model, "compiled plan `" + request.compiled_file + "`");
     return loaded;
   }
   model::GraphReadResult graph;
-  if (request.graph) {
-    for (const std::string& problem : model::CheckGraph(*request.graph)) {
-      graph.errors.push_back(model::GraphError{"", problem});
-    }
-    if (graph.errors.empty()) graph.graph = *request.graph;
-  } else {
-    graph = model::ReadGraphFile(request.graph_file);
+  if (!request.graph) throw std::logic_error("LoadPlan: a plan to compile needs the program's graph view");
+  for (const std::string& problem : model::CheckGraph(*request.graph)) {
+    graph.errors.push_back(model::GraphError{"", problem});
   }
+  if (graph.errors.empty()) graph.graph = *request.graph;
   if (!graph.graph) {
-    const std::string name = request.graph ? "<graph " + request.graph->name + ", traced from the model>" : request.graph_file;
+    const std::string name = "<graph " + request.graph->name + ", the program's view>";
     std::string message = "cannot use graph `" + name + "`:";
     for (const model::GraphError& e : graph.errors) message += "\n  " + model::FormatGraphError(name, e);
     throw std::runtime_error(message);
@@ -129,7 +73,7 @@ LoadedPlan LoadPlan(const PlanRequest& request) {
     options.workload = workload->name;
     options.plan_file = request.plan_file;
     options.activation_bytes = request.activation_bytes;
-    options.gathers_checked_by_dataflow = request.program_view;
+    options.gathers_checked_by_dataflow = true;  // a program's dataflow checks every gather
     compiled = CompileAst(*ast, *graph.graph, options, diags);
   }
   tracker.Flush();
@@ -139,11 +83,6 @@ LoadedPlan LoadPlan(const PlanRequest& request) {
   }
   loaded.plan = std::move(*compiled);
   loaded.hash = plan::PlanContentHash(loaded.plan);
-  if (request.model) {
-    const std::string graph_name = request.graph ? "the graph traced from " + request.model->ToString()
-                                                 : "graph `" + request.graph_file + "`";
-    CheckPlanAgainstModel(loaded.plan, *request.model, "plan `" + request.plan_file + "` compiled against " + graph_name);
-  }
   return loaded;
 }
 

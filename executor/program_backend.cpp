@@ -6,7 +6,7 @@
 #include <numeric>
 
 #include "executor/exec_error.h"
-#include "executor/install.h"
+#include "executor/plan_on_ranks.h"
 #include "runtime/nn/layers.h"
 
 namespace weft::exec {

@@ -9,7 +9,7 @@
 #include <map>
 #include <memory>
 
-#include "executor/cp_hooks.h"
+#include "executor/cp_attention.h"
 #include "runtime/dist/dist_context.h"
 #include "runtime/program/edit_backend.h"
 

@@ -24,7 +24,7 @@
 #include "compiler/program/program_reader.h"
 #include "compiler/rederive.h"
 #include "executor/device.h"
-#include "executor/install.h"
+#include "executor/plan_on_ranks.h"
 #include "executor/plan_loader.h"
 #include "executor/program_backend.h"
 #include "executor/tp_shard.h"
@@ -296,7 +296,6 @@ plan::ExecutionPlan ProgramPlan(const ProgramJobOptions& o, const program::Progr
   run.inputs = Describe(p, in);
   view.manifest->workloads = {run};
   request.graph = program::GraphOfProgram(view);
-  request.program_view = true;
   request.workload = "run";
   request.mesh = o.mesh;
   request.activation_bytes = p.manifest && p.manifest->dtype == "f32" ? 4 : 2;

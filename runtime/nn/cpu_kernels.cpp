@@ -42,27 +42,6 @@ WEFT_CPU_CLONES void RmsNormRange(const float* __restrict x, int64_t dim, const 
   }
 }
 
-// Rows [begin, end) of the flattened (B, S, H) index.
-WEFT_CPU_CLONES void RmsNormRotateRange(const float* __restrict x, int64_t seq, int64_t heads, int64_t dim,
-                                        const float* __restrict weight, float eps, const float* __restrict cos,
-                                        const float* __restrict sin, float* __restrict out, RowStrides o,
-                                        int64_t begin, int64_t end) {
-  for (int64_t row = begin; row < end; ++row) {
-    const int64_t h = row % heads, s = (row / heads) % seq, b = row / (heads * seq);
-    const float* __restrict xr = x + row * dim;
-    float* __restrict yr = out + b * o.batch + s * o.token + h * o.head;
-    const float inv = InverseRms(xr, dim, eps);
-    const float* __restrict cr = cos + s * dim;
-    const float* __restrict sr = sin + s * dim;
-    for (int64_t i = 0; i < dim; i += 2) {
-      const float a = xr[i] * inv * weight[i];
-      const float bb = xr[i + 1] * inv * weight[i + 1];
-      yr[i] = a * cr[i] - bb * sr[i];
-      yr[i + 1] = a * sr[i] + bb * cr[i];
-    }
-  }
-}
-
 WEFT_CPU_CLONES void RotateRange(const float* __restrict x, int64_t seq, int64_t heads, int64_t dim,
                                  const float* __restrict cos, const float* __restrict sin, float* __restrict out,
                                  int64_t begin, int64_t end) {
@@ -127,13 +106,6 @@ void Rotate(const float* x, int64_t batch, int64_t seq, int64_t heads, int64_t d
             float* out) {
   at::parallel_for(0, batch * seq * heads, 256, [&](int64_t begin, int64_t end) {
     RotateRange(x, seq, heads, dim, cos, sin, out, begin, end);
-  });
-}
-
-void RmsNormRotate(const float* x, int64_t batch, int64_t seq, int64_t heads, int64_t dim, const float* weight,
-                   float eps, const float* cos, const float* sin, float* out, RowStrides out_strides) {
-  at::parallel_for(0, batch * seq * heads, 256, [&](int64_t begin, int64_t end) {
-    RmsNormRotateRange(x, seq, heads, dim, weight, eps, cos, sin, out, out_strides, begin, end);
   });
 }
 

@@ -1,25 +1,14 @@
 #pragma once
 
-// Hand-written CPU loops for op chains no library kernel covers in one pass. Plain C++ that the
-// compiler vectorizes, built for AVX-512, AVX2 and baseline x86-64 with the variant picked at
-// load time (GCC target_clones), so the binary runs on any x86-64 CPU.
+// Hand-written CPU loops behind the program path's fast kernels (runtime/program/fast_kernels.h,
+// fusions.h) and the tanh-GELU epilogue of runtime/nn/onednn_linear.h: op chains no library
+// kernel covers in one pass. Plain C++ that the compiler vectorizes, built for AVX-512, AVX2 and
+// baseline x86-64 with the variant picked at load time (GCC target_clones), so the binary runs on
+// any x86-64 CPU.
 
 #include <cstdint>
 
 namespace weft::nn::cpu {
-
-// Where one (batch, token, head) row of D floats goes: out + b*batch + s*token + h*head.
-struct RowStrides {
-  int64_t batch, token, head;
-};
-
-// For x (B, S, H, D) fp32, contiguous: y = RMSNorm(x) * weight over D (torch.nn.RMSNorm: x *
-// rsqrt(mean(x^2) + eps) * weight), then rotary embedding on the pairs (y[2i], y[2i+1]) by the
-// angle of token s: (a cos - b sin, a sin + b cos), with cos/sin (S, D) fp32, contiguous, each
-// angle at both entries of its pair (diffusers' layout; entry 2i is read). Writes to `out`,
-// whose rows may be strided (a slice of a larger buffer); D is even.
-void RmsNormRotate(const float* x, int64_t batch, int64_t seq, int64_t heads, int64_t dim, const float* weight,
-                   float eps, const float* cos, const float* sin, float* out, RowStrides out_strides);
 
 // RMSNorm over rows of `dim` floats (torch.nn.functional.rms_norm over the last dim): out = x *
 // rsqrt(mean(x^2) + eps) (* weight when it is not null), x and out contiguous (rows, dim). One

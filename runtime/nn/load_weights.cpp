@@ -79,10 +79,6 @@ void LoadWeights(Module& model, const std::vector<const io::SafetensorsFile*>& f
   throw WeightsError(message.str());
 }
 
-void CastParameters(Module& model, at::ScalarType dtype) {
-  for (auto& [name, slot] : model.NamedParameters()) *slot = slot->to(dtype);
-}
-
 namespace {
 
 uint64_t SplitMix64(uint64_t x) {

@@ -34,9 +34,6 @@ using ShardLoader =
 void LoadWeights(Module& model, const std::vector<const io::SafetensorsFile*>& files, at::ScalarType dtype,
                  const ShardLoader& load_shard = nullptr);
 
-// Casts every parameter of `model` to `dtype` (for randomly initialised models).
-void CastParameters(Module& model, at::ScalarType dtype);
-
 // Fills every parameter with weft's seeded values (SeededValues), so that models without a
 // checkpoint still compute something non-trivial and identical on every rank -- and identical to
 // what tools/diffusers_models.py seeded_weights() gives a diffusers model with the same seed.

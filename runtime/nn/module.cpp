@@ -37,19 +37,6 @@ const at::Tensor& Args::Tensor(const std::string& name) const {
   throw std::invalid_argument("argument `" + name + "` is not a tensor");
 }
 
-std::optional<at::Tensor> Args::OptionalTensor(const std::string& name) const {
-  if (!Has(name)) return std::nullopt;
-  const Value& value = Get(name);
-  if (std::holds_alternative<std::monostate>(value)) return std::nullopt;
-  return Tensor(name);
-}
-
-const std::vector<at::Tensor>& Args::Tuple(const std::string& name) const {
-  const Value& value = Get(name);
-  if (const auto* tuple = std::get_if<std::vector<at::Tensor>>(&value)) return *tuple;
-  throw std::invalid_argument("argument `" + name + "` is not a tuple of tensors");
-}
-
 Module* Module::Child(const std::string& name) const {
   for (const auto& [child_name, child] : children_) {
     if (child_name == name) return child.get();
@@ -124,11 +111,6 @@ Outputs Call(Module& module, Args args) {
   Outputs outputs = module.Forward(args);
   for (auto it = hooks.rbegin(); it != hooks.rend(); ++it) (*it)->PostForward(module, args, outputs);
   return outputs;
-}
-
-at::Tensor Call(Module& module, const at::Tensor& input) {
-  Outputs outputs = Call(module, Args().Set(module.Signature().at(0), input));
-  return OutputTensor(outputs, 0, module);
 }
 
 const at::Tensor& OutputTensor(const Outputs& outputs, size_t index, const Module& module) {

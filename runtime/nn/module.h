@@ -1,13 +1,13 @@
 #pragma once
 
-// The hook seam. LibTorch's C++ modules have no forward hooks, so weft defines its own small
-// module tree: model code calls every sub-module through `Call`, which passes *named*
-// arguments and runs the hooks installed on that module. The executor installs hooks that
-// split arguments (by name or tuple element), split outputs and gather outputs, exactly at the
-// module paths (fqns) a plan names; parameters are plain tensors that tensor parallelism can
-// replace by their shards.
+// weft's small module tree, what a loaded program is (runtime/program/program_model.h): named
+// children mirroring diffusers' modules, so parameters carry diffusers' fqns, which loading,
+// seeded randomisation and tensor-parallel sharding address them by (plain tensor slots, which a
+// shard can replace); and a forward over *named* arguments, run through `Call`, which checks the
+// names against the signature and runs the hooks installed on the module (LibTorch's C++ modules
+// have none; weft-run --trace records calls with one, executor/trace.h).
 //
-//   nn::Outputs out = nn::Call(*block, nn::Args().Set("hidden_states", x).Set("temb", t));
+//   nn::Outputs out = nn::Call(model, nn::Args().Set("hidden_states", x).Set("timestep", t));
 //
 // Hooks run in installation order before forward and in reverse order after it, so the first
 // installed hook is the outermost. All of this is single-threaded per rank.
@@ -17,7 +17,6 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -39,10 +38,6 @@ class Args {
   const Value& Get(const std::string& name) const;
   // The tensor `name`; throws if absent or not a tensor.
   const at::Tensor& Tensor(const std::string& name) const;
-  // The tensor `name`, or nullopt when absent or set to nothing.
-  std::optional<at::Tensor> OptionalTensor(const std::string& name) const;
-  // The tuple `name`; throws if absent or not a tuple.
-  const std::vector<at::Tensor>& Tuple(const std::string& name) const;
   const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
 
  private:
@@ -54,8 +49,8 @@ using Outputs = std::vector<Value>;
 
 class Module;
 
-// A forward hook. `PreForward` may rewrite the arguments (split them); `PostForward` may
-// rewrite the outputs (split or gather them). Exceptions propagate out of `Call`.
+// A forward hook. `PreForward` may rewrite the arguments; `PostForward` may rewrite the
+// outputs. Exceptions propagate out of `Call`.
 class Hook {
  public:
   virtual ~Hook() = default;
@@ -93,7 +88,6 @@ class Module {
   }
   // The child called `name`, or nullptr.
   Module* Child(const std::string& name) const;
-  const std::vector<std::pair<std::string, std::unique_ptr<Module>>>& children() const { return children_; }
   // The module at `fqn` relative to this one ("" is this one), or nullptr.
   Module* Find(const std::string& fqn);
 
@@ -104,25 +98,16 @@ class Module {
   at::Tensor& AddParameter(const std::string& name, at::IntArrayRef shape);
   // The parameter slot `name`; throws if absent.
   at::Tensor& Parameter(const std::string& name);
-  const std::deque<std::pair<std::string, at::Tensor>>& parameters() const { return parameters_; }
   // Every parameter of the subtree with its full fqn ("blocks.0.attn.to_q.weight"), in
   // registration order, depth first.
   std::vector<std::pair<std::string, at::Tensor*>> NamedParameters();
 
-  // Declares a buffer diffusers registers on this module (Wan's RoPE tables): derived from the
-  // config, never in a checkpoint, so weft computes the values where it needs them instead of
-  // holding them. The declaration keeps the model's graph (`weft-run --dump-graph`) listing the
-  // same tensors as diffusers'.
+  // Records a buffer diffusers registers on this module (name and shape only): a program's
+  // buffers are never in a checkpoint, so their values stay with the program, not here.
   void DeclareBuffer(const std::string& name, std::vector<int64_t> shape);
   const std::vector<std::pair<std::string, std::vector<int64_t>>>& declared_buffers() const { return buffers_; }
-  // The dtype of the declared buffers: fp32, as diffusers computes them and as
-  // from_pretrained(torch_dtype=...) leaves them; CastBuffers mirrors torch's module.to(dtype),
-  // which casts buffers too (tools/export_graph.py does that).
-  void CastBuffers(at::ScalarType dtype) { buffer_dtype_ = dtype; }
-  at::ScalarType buffer_dtype() const { return buffer_dtype_; }
 
   void AddHook(std::shared_ptr<Hook> hook) { hooks_.push_back(std::move(hook)); }
-  void ClearHooks() { hooks_.clear(); }
   const std::vector<std::shared_ptr<Hook>>& hooks() const { return hooks_; }
 
   // Visits every module of the subtree, this one first.
@@ -138,17 +123,12 @@ class Module {
   // A deque, so the slots that AddParameter returns stay valid as more are added.
   std::deque<std::pair<std::string, at::Tensor>> parameters_;
   std::vector<std::pair<std::string, std::vector<int64_t>>> buffers_;
-  at::ScalarType buffer_dtype_ = at::kFloat;
   std::vector<std::shared_ptr<Hook>> hooks_;
 };
 
 // Calls `module` with `args`: pre hooks, forward, post hooks. Checks that every argument
 // name is in the module's signature (a typo in model code is caught, not ignored).
 Outputs Call(Module& module, Args args);
-
-// Convenience for single-input, single-output modules (Linear, norms): calls with the first
-// signature argument set to `input` and returns output 0 as a tensor.
-at::Tensor Call(Module& module, const at::Tensor& input);
 
 // Output `index` of `outputs` as a tensor; throws naming the module if it is not one.
 const at::Tensor& OutputTensor(const Outputs& outputs, size_t index, const Module& module);

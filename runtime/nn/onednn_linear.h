@@ -1,9 +1,10 @@
 #pragma once
 
-// Linear layers as oneDNN matmuls (the mkldnn:: ops libtorch_cpu registers; what Inductor emits
-// for Linear on CPU) on weights packed once into oneDNN's blocked layout. MKL's sgemm, behind
-// at::linear, re-packs the weight on every call: a perf profile of a small-Flux run had MKL's
-// packing copies at 6% of all CPU samples.
+// A program's linear ops as oneDNN matmuls (the mkldnn:: ops libtorch_cpu registers; what
+// Inductor emits for Linear on CPU) on weights packed once into oneDNN's blocked layout, for the
+// fast kernels of runtime/program/fast_kernels.h and fusions.h. MKL's sgemm, behind at::linear,
+// re-packs the weight on every call: a perf profile of a small-Flux run had MKL's packing copies
+// at 6% of all CPU samples.
 
 #include <ATen/core/Tensor.h>
 
@@ -21,9 +22,8 @@ bool Available();
 // over the result right after (runtime/nn/cpu_kernels.h GeluTanhInPlace, 3x as fast on AVX2).
 enum class Epilogue { kNone, kGeluTanh, kGeluErf };
 
-// epilogue(x W[:, cols]^T + bias) + add, for fp32 CPU tensors, with W = `weight` (proj's, as
-// Linear::Operands gives it) and cols
-// the `width` input features from `offset` (Flux's proj_out reads [attention, mlp] features).
+// epilogue(x W[:, cols]^T + bias) + add, for fp32 CPU tensors, with W = `weight` (out, in) and
+// cols the `width` input features from `offset` (Flux's proj_out reads [attention, mlp] features).
 // The packed copy of W[:, cols] lives in `proj` and is remade when the weight is replaced
 // (tensor-parallel shards) or written in place. Packed copies of all layers together stay under
 // a quarter of physical memory and never leave less than a quarter of it free (free as the

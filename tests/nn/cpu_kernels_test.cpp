@@ -1,5 +1,6 @@
-// runtime/nn/cpu_kernels.h: RMSNorm matches torch's; the hand-written GELU agrees with the exact tanh GELU everywhere on
-// the float line, odd sizes (vector tails) included, keeps NaN, and gives GELU's limits at +-inf.
+// runtime/nn/cpu_kernels.h: RMSNorm matches torch's; the rotary embedding is bitwise the ops it
+// replaces; the hand-written GELU agrees with the exact tanh GELU everywhere on the float line, odd
+// sizes (vector tails) included, keeps NaN, and gives GELU's limits at +-inf.
 #include "runtime/nn/cpu_kernels.h"
 
 #include <ATen/ATen.h>
@@ -62,6 +63,24 @@ TEST(RmsNorm, MatchesTorchWithAndWithoutWeightOnOddWidths) {
       const double err = ((out.to(at::kDouble) - want).abs() / (want.abs() + 1)).max().item<double>();
       EXPECT_LE(err, 1e-6) << "dim " << dim << (weighted ? " with weight" : "");
     }
+  }
+}
+
+// diffusers' apply_rotary_emb (use_real, unbind_dim -1), op by op, as a program records it.
+TEST(Rotate, BitwiseEqualToTheOpsItReplaces) {
+  at::manual_seed(11);
+  const int64_t batch = 2, seq = 13, heads = 3;
+  for (const int64_t dim : {2, 24, 64}) {
+    const at::Tensor x = at::randn({batch, seq, heads, dim}) * 4;
+    const at::Tensor angles = at::rand({seq, dim / 2}) * 6.3;
+    const at::Tensor cos = at::cos(angles).repeat_interleave(2, 1), sin = at::sin(angles).repeat_interleave(2, 1);
+    at::Tensor out = at::empty_like(x);
+    Rotate(x.data_ptr<float>(), batch, seq, heads, dim, cos.data_ptr<float>(), sin.data_ptr<float>(), out.data_ptr<float>());
+    const std::vector<at::Tensor> pair = x.unflatten(-1, {-1, 2}).unbind(-1);
+    const at::Tensor rotated = at::stack({pair[1].neg(), pair[0]}, -1).flatten(3);
+    const at::Tensor want = x * cos.view({1, seq, 1, dim}) + rotated * sin.view({1, seq, 1, dim});
+    EXPECT_TRUE(at::equal(out, want)) << "dim " << dim << ", max difference "
+                                      << (out - want).abs().max().item<float>();
   }
 }
 

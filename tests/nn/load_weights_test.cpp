@@ -12,6 +12,11 @@
 namespace weft::nn {
 namespace {
 
+// Output 0 of `module` called with its one argument set to `x`.
+at::Tensor Apply(Module& module, const at::Tensor& x) {
+  return OutputTensor(Call(module, Args().Set(module.Signature().at(0), x)), 0, module);
+}
+
 class Pair : public Module {
  public:
   Pair() : Module("Pair") {
@@ -19,7 +24,7 @@ class Pair : public Module {
     AddChild("b", std::make_unique<Linear>(3, 1, /*bias=*/false));
   }
   std::vector<std::string> Signature() const override { return {"x"}; }
-  Outputs Forward(Args& args) override { return {Call(*Child("b"), Call(*Child("a"), args.Tensor("x")))}; }
+  Outputs Forward(Args& args) override { return {Apply(*Child("b"), Apply(*Child("a"), args.Tensor("x")))}; }
 };
 
 std::string Write(const std::string& name, const std::map<std::string, at::Tensor>& tensors) {
@@ -35,7 +40,7 @@ TEST(LoadWeightsTest, LoadsAcrossShardsAndConvertsDtype) {
   Pair pair;
   LoadWeights(pair, {&f1, &f2}, at::kFloat);
   EXPECT_EQ(pair.Find("a")->Parameter("weight").scalar_type(), at::kFloat);
-  at::Tensor y = Call(pair, at::ones({1, 2}));
+  at::Tensor y = Apply(pair, at::ones({1, 2}));
   EXPECT_FLOAT_EQ(y.item<float>(), 12.0f);
   std::remove(p1.c_str());
   std::remove(p2.c_str());

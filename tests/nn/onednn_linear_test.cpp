@@ -5,8 +5,6 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "runtime/nn/fused.h"
-
 namespace weft::nn::onednn {
 namespace {
 
@@ -22,7 +20,6 @@ class OneDnnLinearTest : public ::testing::Test {
     proj_.Parameter("weight") = at::randn({24, 40}) / 6;
     proj_.Parameter("bias") = at::randn({24});
   }
-  void TearDown() override { SetFusedKernels(true); }
   Linear proj_{40, 24};
 };
 
@@ -53,18 +50,6 @@ TEST_F(OneDnnLinearTest, RepacksWhenTheWeightIsReplacedOrWrittenInPlace) {
   EXPECT_LE(RelativeError(Matmul(proj_, proj_.Parameter("weight"), x, 0, 40, std::nullopt, Epilogue::kNone), at::linear(x, proj_.Parameter("weight"))),
             1e-6);
   EXPECT_EQ(PackedBytes(), before + 24 * 40 * 4);  // each repack replaces the old copy
-}
-
-TEST_F(OneDnnLinearTest, LinearForwardUsesItOnlyWhenFastPathsAreOn) {
-  const at::Tensor x = at::randn({3, 40});
-  const at::Tensor want = at::linear(x, proj_.Parameter("weight"), proj_.Parameter("bias"));
-  SetFusedKernels(false);
-  const int64_t before = PackedBytes();
-  EXPECT_TRUE(at::equal(Call(proj_, x), want));  // at::linear itself
-  EXPECT_EQ(PackedBytes(), before);
-  SetFusedKernels(true);
-  EXPECT_LE(RelativeError(Call(proj_, x), want), 1e-6);
-  EXPECT_EQ(PackedBytes(), before + 24 * 40 * 4);
 }
 
 }  // namespace

@@ -1,0 +1,53 @@
+#include "executor/cp_attention.h"
+
+#include <ATen/ATen.h>
+
+#include <numeric>
+
+#include "executor/exec_error.h"
+#include "runtime/attention/attention.h"
+
+namespace weft::exec {
+
+std::string Where(const dist::DistContext& ctx, const std::string& fqn, const plan::Origin& origin) {
+  std::string where = "rank " + std::to_string(ctx.rank()) + ": module `" + fqn + "`";
+  if (origin.Known()) where += " (rule at " + origin.ToString() + ")";
+  return where;
+}
+
+at::Tensor CpAttentionKernel::Run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                  const std::optional<at::Tensor>& key_padding_mask) {
+  runtime::CpAttentionOptions options;
+  options.convert_to_fp32 = attention_.convert_to_fp32;
+  options.rotate = attention_.rotate_method == plan::RotateMethod::kP2p ? runtime::RingRotate::kP2p
+                                                                         : runtime::RingRotate::kAllGather;
+  options.label = site_;
+  options.exchange_shapes = uneven_ || !shapes_checked_;
+  try {
+    at::Tensor out;
+    switch (attention_.mode) {
+      case plan::AttentionMode::kLocal:
+        out = runtime::LocalAttention(q, k, v, key_padding_mask, {std::nullopt, runtime::LocalKernel::kAuto, false}).out;
+        break;
+      case plan::AttentionMode::kUlysses:
+        out = runtime::UlyssesAttention(ctx_, q, k, v, key_padding_mask, options).out;
+        break;
+      case plan::AttentionMode::kRing:
+        out = runtime::RingAttention(ctx_, q, k, v, key_padding_mask, options).out;
+        break;
+      case plan::AttentionMode::kUsp:
+        out = runtime::UspAttention(ctx_, q, k, v, key_padding_mask, options).out;
+        break;
+    }
+    if (!out.defined()) throw ExecError("unreachable attention mode");
+    shapes_checked_ = true;
+    return out;
+  } catch (const ExecError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw ExecError(Where(ctx_, site_, attention_.origin) + ": " + std::string(plan::AttentionModeName(attention_.mode)) +
+                    " attention failed: " + ErrorText(e));
+  }
+}
+
+}  // namespace weft::exec
