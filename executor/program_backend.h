@@ -3,8 +3,7 @@
 // The runtime side of a plan's edits of a program (runtime/program/edit_backend.h) on the job's
 // mesh: splits keep this CP rank's slice, gathers all-gather over the CP group, attention runs
 // weft's Ulysses / ring / USP kernels, rowwise outputs and sharded RMS statistics are summed over
-// the tp group -- the same collectives the built-in models' hooks make (executor/cp_hooks.h,
-// install.cpp), so a plan costs the same on a program as on a built-in model.
+// the tp group -- exactly the collectives the compiler's cost section predicts.
 
 #include <map>
 #include <memory>

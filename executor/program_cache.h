@@ -1,6 +1,6 @@
 #pragma once
 
-// Programs made on demand: `weft-run --model-dir DIR` (or a built-in model name) without
+// Programs made on demand: `weft-run --model-dir DIR` (or a tools/model_configs model name) without
 // `--program` runs the program tools/export_program.py makes for that model, exported once and
 // kept in a cache shared by every run and every clone:
 //

@@ -1,5 +1,6 @@
-// `weft-run`: the runner. Compiles (or reads) a plan, applies it to a program (or installs it on a
-// built-in model) and runs sharded forward passes on N ranks, checking the result against one
+// `weft-run`: the runner. Every model runs as a program (a model dir or a tools/model_configs
+// name is exported once into the program cache): it compiles (or reads) a plan, applies it to the
+// program as edits and runs sharded forward passes on N ranks, checking the result against one
 // device.
 //
 //   weft-run                          the main job: tiny Flux as a program (--program auto),

@@ -13,6 +13,15 @@ namespace {
 #define WEFT_CPU_CLONES
 #endif
 
+// GCC contracts a * b + c into one fused multiply-add wherever the target has FMA (its C++
+// default, across statements too): the AVX-512 clone of Rotate did, 1 ulp off the unfused ops it
+// must equal bit for bit.
+#if defined(__GNUC__) && !defined(__clang__)
+#define WEFT_NO_FP_CONTRACT __attribute__((optimize("fp-contract=off")))
+#else
+#define WEFT_NO_FP_CONTRACT
+#endif
+
 // 1 / sqrt(mean(x[0..dim)^2) + eps), the sum of squares in kLanes independent partial sums so
 // the loop vectorizes without reassociating one float accumulator. Inlined into each clone.
 inline float InverseRms(const float* __restrict x, int64_t dim, float eps) {
@@ -42,9 +51,10 @@ WEFT_CPU_CLONES void RmsNormRange(const float* __restrict x, int64_t dim, const 
   }
 }
 
-WEFT_CPU_CLONES void RotateRange(const float* __restrict x, int64_t seq, int64_t heads, int64_t dim,
-                                 const float* __restrict cos, const float* __restrict sin, float* __restrict out,
-                                 int64_t begin, int64_t end) {
+WEFT_CPU_CLONES WEFT_NO_FP_CONTRACT void RotateRange(const float* __restrict x, int64_t seq, int64_t heads,
+                                                     int64_t dim, const float* __restrict cos,
+                                                     const float* __restrict sin, float* __restrict out, int64_t begin,
+                                                     int64_t end) {
   for (int64_t row = begin; row < end; ++row) {
     const int64_t s = (row / heads) % seq;
     const float* __restrict xr = x + row * dim;

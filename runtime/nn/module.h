@@ -127,7 +127,7 @@ class Module {
 };
 
 // Calls `module` with `args`: pre hooks, forward, post hooks. Checks that every argument
-// name is in the module's signature (a typo in model code is caught, not ignored).
+// name is in the module's signature (a misspelt argument is refused, not ignored).
 Outputs Call(Module& module, Args args);
 
 // Output `index` of `outputs` as a tensor; throws naming the module if it is not one.

@@ -1,7 +1,7 @@
 #pragma once
 
 // Op chains of diffusers' transformers that weft runs as one kernel when a program loads (the
-// interpreter's `fast_kernels`), the same fusions the built-in models make by hand:
+// interpreter's `fast_kernels`):
 //   linear -> gelu                      one oneDNN matmul with the GELU as its epilogue
 //   cat(parts, last dim) -> linear      one matmul per part against its block of the weight, each
 //                                       adding the previous (Flux's proj_out(cat(attn, mlp)))
