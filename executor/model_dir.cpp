@@ -113,26 +113,16 @@ void CheckCheckpointHoldsTheProgram(const std::string& dir, const program::Progr
   long double program_values = 0;
   int64_t missing = 0, mismatched = 0;
   std::string first;
-  for (size_t i = 0; i < program.input_specs.size() && i < program.inputs.size(); ++i) {
-    const program::InputSpec& spec = program.input_specs[i];
-    if (spec.kind != program::InputSpec::Kind::kParameter) continue;
-    for (const std::string& value : program.inputs[i].TensorNames()) {
-      const program::TensorMeta* meta = program.FindTensor(value);
-      if (meta == nullptr) continue;
-      std::vector<int64_t> shape;
-      long double n = 1;
-      for (const program::SymInt& size : meta->sizes) {
-        shape.push_back(size.value);
-        n *= static_cast<long double>(size.value);
-      }
-      program_values += n;
-      auto it = checkpoint.find(spec.target);
-      if (it == checkpoint.end()) {
-        if (missing++ == 0 && first.empty()) first = "`" + spec.target + "` " + Shape(shape) + " is not in it";
-      } else if (it->second != shape) {
-        if (mismatched++ == 0 && first.empty()) {
-          first = "`" + spec.target + "` is " + Shape(it->second) + " there but " + Shape(shape) + " in the program";
-        }
+  for (const auto& [fqn, shape] : program.ParameterShapes()) {
+    long double n = 1;
+    for (int64_t d : shape) n *= static_cast<long double>(d);
+    program_values += n;
+    auto it = checkpoint.find(fqn);
+    if (it == checkpoint.end()) {
+      if (missing++ == 0 && first.empty()) first = "`" + fqn + "` " + Shape(shape) + " is not in it";
+    } else if (it->second != shape) {
+      if (mismatched++ == 0 && first.empty()) {
+        first = "`" + fqn + "` is " + Shape(it->second) + " there but " + Shape(shape) + " in the program";
       }
     }
   }

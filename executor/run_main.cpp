@@ -25,6 +25,8 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <functional>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <stdexcept>
@@ -56,7 +58,6 @@
 #include "runtime/dist/dist_context.h"
 #include "runtime/dist/launcher.h"
 #include "runtime/dist/world.h"
-#include "runtime/io/diffusers_dir.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/nn/fused.h"
 
@@ -205,10 +206,8 @@ exec::JobIdentity JobIdentityOf(const RunOptions& o, const dist::MeshShape& shap
   if (!o.program.empty()) add("program", exec::FileIdentity(o.program));
   if (!o.plan.empty()) add("plan", exec::FileIdentity(o.plan));
   if (!o.compiled.empty()) add("compiled plan", exec::FileIdentity(o.compiled));
-  std::vector<std::string> weights = o.weights;
-  if (weights.empty() && !o.model_dir.empty() && !o.smoke) weights = io::DiffusersWeightFiles(o.model_dir);
-  if (weights.empty()) add("weights", "seeded");
-  for (size_t i = 0; i < weights.size(); ++i) add("weights " + std::to_string(i + 1), exec::FileIdentity(weights[i]));
+  if (o.weights.empty()) add("weights", "seeded");
+  for (size_t i = 0; i < o.weights.size(); ++i) add("weights " + std::to_string(i + 1), exec::FileIdentity(o.weights[i]));
   add("inputs", o.inputs.empty() ? "seeded" : exec::FileIdentity(o.inputs));
   return id;
 }
@@ -269,12 +268,15 @@ void ResolveProgram(RunOptions& o) {
   // batch 1 (its own cache entry), never on one that would refuse them.
   if (!o.inputs.empty() && InputsBatch(o.inputs) == 1) source.batch = 1;
   o.program = exec::FindOrExportProgram(source, !dist::LaunchedAsRank()).path;
-  if (dir && o.weights.empty() && !dist::LaunchedAsRank()) {
-    try {
-      exec::CheckCheckpointHoldsTheProgram(o.model_dir, program::ReadProgramFile(o.program), dir->weight_files);
-    } catch (const std::runtime_error& e) {
-      throw UsageError(e.what());
+  if (dir && o.weights.empty()) {
+    if (!dist::LaunchedAsRank()) {
+      try {
+        exec::CheckCheckpointHoldsTheProgram(o.model_dir, program::ReadProgramFile(o.program), dir->weight_files);
+      } catch (const std::runtime_error& e) {
+        throw UsageError(e.what());
+      }
     }
+    o.weights = dir->weight_files;  // what the job loads and its identity names, found once
   }
 }
 
@@ -348,22 +350,6 @@ int DumpGraph(const RunOptions& o) {
   return 0;
 }
 
-// The parameter values a program holds (its graph signature's parameters).
-int64_t ParameterCount(const program::Program& p) {
-  int64_t count = 0;
-  for (size_t i = 0; i < p.input_specs.size() && i < p.inputs.size(); ++i) {
-    if (p.input_specs[i].kind != program::InputSpec::Kind::kParameter) continue;
-    for (const std::string& name : p.inputs[i].TensorNames()) {
-      const program::TensorMeta* meta = p.FindTensor(name);
-      if (meta == nullptr) continue;
-      int64_t n = 1;
-      for (const program::SymInt& size : meta->sizes) n *= size.value;
-      count += n;
-    }
-  }
-  return count;
-}
-
 // A local job whose parameters alone exceed this machine's memory is killed by the OOM killer
 // after minutes of loading; refuse it up front instead. The bound is a lower one -- per rank
 // the parameters divided by tp, plus a whole unsharded copy with --check (the reference) -- so a
@@ -373,7 +359,10 @@ std::string MemoryRefusal(const RunOptions& o, const dist::MeshShape& shape, int
   const int64_t available = AvailableMemoryBytes();
   if (available <= 0) return "";
   const program::Program p = program::ReadProgramFile(o.program);
-  const int64_t params = ParameterCount(p);
+  int64_t params = 0;
+  for (const auto& [fqn, sizes] : p.ParameterShapes()) {
+    params += std::accumulate(sizes.begin(), sizes.end(), int64_t{1}, std::multiplies<int64_t>());
+  }
   // The program's own dtype: its casts are baked in (another --dtype is refused by the job).
   const std::string dtype = p.manifest && p.manifest->dtype == "bf16" ? "bf16" : "fp32";
   const int64_t element = dtype == "bf16" ? 2 : 4;

@@ -128,6 +128,19 @@ const ModuleCall* Program::FindModuleCall(const std::string& fqn) const {
   return nullptr;
 }
 
+std::vector<std::pair<std::string, std::vector<int64_t>>> Program::ParameterShapes() const {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  for (const InputSpec& s : input_specs) {
+    if (s.kind != InputSpec::Kind::kParameter) continue;
+    const TensorMeta* meta = FindTensor(s.arg.name);
+    if (meta == nullptr) continue;
+    std::vector<int64_t> shape;
+    for (const SymInt& d : meta->sizes) shape.push_back(d.value);
+    out.emplace_back(s.target, std::move(shape));
+  }
+  return out;
+}
+
 std::vector<std::string> Program::ForwardArgNames() const {
   std::vector<std::string> names;
   const ModuleCall* root = Root();

@@ -256,6 +256,10 @@ struct Program {
   std::string Where() const { return path.empty() ? std::string("program") : path; }
   // The user inputs' forward-argument names, in the order the root's in_spec lists them.
   std::vector<std::string> ForwardArgNames() const;
+  // The parameters of the graph signature, in its order: fqn and sizes (a parameter's sizes are
+  // static; a symbolic one would count its hint). Parameters without tensor metadata are left out
+  // (the reader refuses such programs).
+  std::vector<std::pair<std::string, std::vector<int64_t>>> ParameterShapes() const;
   // The input of each leaf of `call`'s input spec, in spec order; nullptr for a leaf the
   // exporter passed around the signature (Manifest::bypassed). Throws ProgramError when the
   // counts disagree.

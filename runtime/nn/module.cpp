@@ -71,10 +71,6 @@ at::Tensor& Module::AddParameter(const std::string& name, at::IntArrayRef shape)
   return parameters_.back().second;
 }
 
-void Module::DeclareBuffer(const std::string& name, std::vector<int64_t> shape) {
-  buffers_.emplace_back(name, std::move(shape));
-}
-
 at::Tensor& Module::Parameter(const std::string& name) {
   for (auto& entry : parameters_) {
     if (entry.first == name) return entry.second;

@@ -102,11 +102,6 @@ class Module {
   // registration order, depth first.
   std::vector<std::pair<std::string, at::Tensor*>> NamedParameters();
 
-  // Records a buffer diffusers registers on this module (name and shape only): a program's
-  // buffers are never in a checkpoint, so their values stay with the program, not here.
-  void DeclareBuffer(const std::string& name, std::vector<int64_t> shape);
-  const std::vector<std::pair<std::string, std::vector<int64_t>>>& declared_buffers() const { return buffers_; }
-
   void AddHook(std::shared_ptr<Hook> hook) { hooks_.push_back(std::move(hook)); }
   const std::vector<std::shared_ptr<Hook>>& hooks() const { return hooks_; }
 
@@ -122,7 +117,6 @@ class Module {
   std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;
   // A deque, so the slots that AddParameter returns stay valid as more are added.
   std::deque<std::pair<std::string, at::Tensor>> parameters_;
-  std::vector<std::pair<std::string, std::vector<int64_t>>> buffers_;
   std::vector<std::shared_ptr<Hook>> hooks_;
 };
 

@@ -160,11 +160,6 @@ std::unique_ptr<ProgramModel> ProgramModel::Create(std::shared_ptr<const program
     at::Tensor& held = model->state_[s.fqn];
     held = ReadPayload(archive, constant_dir ? "data/constants/" : "data/weights/", *payload);
     model->interpreter_->BindState(s.fqn, &held);
-    if (s.kind == program::InputSpec::Kind::kBuffer) {
-      // Declared so graphs of the program list the same tensors diffusers registers.
-      std::vector<int64_t> shape(held.sizes().begin(), held.sizes().end());
-      ensure(Parent(s.fqn))->DeclareBuffer(Leaf(s.fqn), shape);
-    }
   }
   if (p.manifest && p.manifest->dtype == "bf16") {
     model->dtype_ = at::kBFloat16;
