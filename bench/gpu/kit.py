@@ -6,9 +6,10 @@
       independent pure-Python computation; exit 1 on any difference.
   kit.py diffusers --model flux-dev --device cuda --dtype bf16 --seed 0 --workdir W \\
                    [--iters 10] [--warmup 2] [--save-weights]
-      diffusers' model at the weft built-in's config with the weights weft-run gives the same
-      model for `--seed` (bit for bit: see seeded_values), seeded inputs at the config's first
-      workload (weft-run's default), `--warmup` untimed and `--iters` timed eager forwards;
+      diffusers' model at the config `weft-run --model` runs (its tools/model_configs file) with
+      the weights weft-run gives the same model for `--seed` (bit for bit: see seeded_values),
+      seeded inputs at the config's first workload (weft-run's default), `--warmup` untimed and
+      `--iters` timed eager forwards;
       writes W/inputs.safetensors, W/diffusers_out.safetensors, W/diffusers.json (and with
       --save-weights W/weights.safetensors, for weft-run --weights).
   kit.py compare --ref A.safetensors --out B.safetensors [--tolerance 2e-2]
@@ -18,11 +19,20 @@
       exit 0 when the exported program takes batch 1 (its first input's batch is the constant 1).
   kit.py line env|model|program|mesh ...
       run.sh's one-line summary of a measurement from the JSON files above and weft-run's
-      --report, and its record appended to --results.
+      --report (and, with --weft-log, whether weft-run exported its program first), and its
+      record appended to --results. A measurement that is missing is named as FAILED.
+  kit.py report-check R.json [--want-check]
+      exit 0 when weft-run's --report R.json holds a latency (and, with --want-check, a --check
+      result that passed); else names what is missing and exits 1.
+  kit.py report-program R.json
+      prints the program file weft-run's --report names (exit 1 when it names none).
 
+Every model runs in weft as an exported program (weft-run --model exports it once into the
+program cache, with tools/export_program.py, before loading; that export is not timed).
 Timing is what weft-run does: wall time of one forward, the device synchronised after it,
 median over the timed iterations. Peak memory is torch.cuda.max_memory_allocated from the
-moment the model is on the device (weights included), as weft-run's report counts it.
+moment the model is on the device (weights included), as weft-run's report counts it
+(`peak_cuda_allocated_bytes`, rank 0's on a mesh).
 """
 
 import argparse
@@ -30,6 +40,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import shutil
 import statistics
 import sys
@@ -346,8 +357,27 @@ def _bytes(b):
 
 
 def _weft_peak(report):
-    peaks = (report or {}).get("peak_cuda_allocated_bytes_per_rank") or []
-    return max(peaks) if peaks else None
+    """weft-run's peak GPU memory: `peak_cuda_allocated_bytes` (this weft-run: rank 0's), or the
+    per-rank list an older report had."""
+    report = report or {}
+    peaks = report.get("peak_cuda_allocated_bytes_per_rank") or []
+    if peaks:
+        return max(peaks)
+    return report.get("peak_cuda_allocated_bytes")
+
+
+def _export_note(log):
+    """What weft-run's log says of its program: exported first (and in how long), or cached."""
+    try:
+        text = pathlib.Path(log).read_text(errors="replace")
+    except (OSError, TypeError):
+        return None
+    m = re.search(r"weft-run: exported in ([0-9.]+) s", text)
+    if m:
+        return f"program exported first in {m.group(1)} s, not timed"
+    if re.search(r"weft-run: .*program .*loaded in", text):
+        return "program from the cache"
+    return None
 
 
 def _compare_text(cmp, what):
@@ -375,7 +405,7 @@ def line_model(args):
     parts, rec = [], {"kind": "model", "label": args.label, "weights": args.weights}
     dm = d["latency_ms"]["median"] if d and d.get("ok") else None
     wm = r["latency_ms"]["median"] if r else None
-    parts.append(f"weft built-in {_ms(wm)}" if wm is not None else f"weft built-in FAILED (exit {args.weft_rc}; steps.log)")
+    parts.append(f"weft program {_ms(wm)}" if wm is not None else f"weft program FAILED (exit {args.weft_rc}; steps.log)")
     parts.append(f"diffusers eager {_ms(dm)}" if dm is not None else
                  f"diffusers eager FAILED (exit {args.diffusers_rc}; steps.log)")
     text = ", ".join(parts)
@@ -395,6 +425,10 @@ def line_model(args):
     if k is None:
         k = (d or {}).get("latency_ms", {}).get("warmup")
     text += f"; median of {n} after {k} warm-up; weights {args.weights}"
+    note = _export_note(args.weft_log)
+    if note:
+        text += f"; {note}"
+        rec["export"] = note
     rec.update(weft=r, diffusers=d, compare=cmp)
     return f"{args.label}: {text}", rec
 
@@ -412,8 +446,8 @@ def line_program(args):
         text += f" -> {pm / d['latency_ms']['median']:.2f}x diffusers eager"
         rec["ratio_diffusers"] = pm / d["latency_ms"]["median"]
     if r and "latency_ms" in r:
-        text += f", {pm / r['latency_ms']['median']:.2f}x weft built-in"
-        rec["ratio_builtin"] = pm / r["latency_ms"]["median"]
+        text += f", {pm / r['latency_ms']['median']:.2f}x weft --model"
+        rec["ratio_model"] = pm / r["latency_ms"]["median"]
     text += "; " + _compare_text(cmp, "program - diffusers")
     if _weft_peak(p) is not None:
         text += f"; peak GPU {_gib(_weft_peak(p))}"
@@ -434,14 +468,46 @@ def line_mesh(args):
     if chk:
         text += (f"; --check {'passed' if chk['passed'] else 'FAILED'}: max rel {chk['max_rel_error']:.1e}"
                  f" (tolerance {chk['tolerance']:g})")
-    elif args.rc:
+    else:
+        text += "; no --check result -> FAILED"
+    if args.rc:
         text += f"; exit {args.rc}"
     if _weft_peak(r) is not None:
-        text += f"; peak GPU {_gib(_weft_peak(r))}/rank"
+        text += f"; peak GPU {_gib(_weft_peak(r))}" + ("/rank" if r.get("peak_cuda_allocated_bytes_per_rank") else " (rank 0)")
     coll = r.get("collectives_per_forward") or []
     if coll:
         text += "; " + ", ".join(f"{c['axis']} {c['op']} x{c['calls']} {_bytes(c['bytes_sent'])}" for c in coll)
     return f"{args.label}: {text}", rec
+
+
+def cmd_report_check(args):
+    r = _load(args.report)
+    missing = []
+    if not r:
+        missing.append("no readable report")
+    else:
+        if "latency_ms" not in r:
+            missing.append("no latency_ms")
+        if args.want_check:
+            chk = r.get("check")
+            if not chk:
+                missing.append("no check result")
+            elif not chk.get("passed"):
+                missing.append(f"check failed (max rel {chk.get('max_rel_error')}, tolerance {chk.get('tolerance')})")
+    if missing:
+        print(f"kit.py: {args.report}: {'; '.join(missing)}")
+        return 1
+    return 0
+
+
+def cmd_report_program(args):
+    r = _load(args.report) or {}
+    program = r.get("program")
+    if not program or not os.path.isfile(program):
+        print(f"kit.py: {args.report} names no program file", file=sys.stderr)
+        return 1
+    print(program)
+    return 0
 
 
 def cmd_line(args):
@@ -484,10 +550,17 @@ def main():
     ln.add_argument("--report")
     ln.add_argument("--baseline")
     ln.add_argument("--rc", type=int, default=0)
+    ln.add_argument("--weft-log")
     ln.add_argument("--results")
+    rc = sub.add_parser("report-check")
+    rc.add_argument("report")
+    rc.add_argument("--want-check", action="store_true")
+    rp = sub.add_parser("report-program")
+    rp.add_argument("report")
     args = ap.parse_args()
     return {"selftest": cmd_selftest, "diffusers": cmd_diffusers, "compare": cmd_compare,
-            "line": cmd_line, "program-batch1": cmd_program_batch1}[args.cmd](args)
+            "line": cmd_line, "program-batch1": cmd_program_batch1, "report-check": cmd_report_check,
+            "report-program": cmd_report_program}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -13,14 +13,18 @@
 #   build      cmake + build of weft-run and gpu_attention_check (CUDA, sm_90, Release)
 #   attention  CUDA attention kernels with LSE vs the fp64 CPU reference (bf16, fp32); speed
 #   probe      do weft-run's seeded weights equal kit.py's? (flux:tiny on the CPU) -> weights mode
-#   flux       Flux-dev 1024x1024 bf16, one GPU: weft built-in vs diffusers eager
-#   program    the same with weft-run --program (when weft-run --help lists it)
+#   flux       Flux-dev 1024x1024 bf16, one GPU: weft program (weft-run --model flux:dev, its
+#              program exported there on first use, untimed) vs diffusers eager
+#   program    the same with weft-run --program FILE: the committed fixture program, else the
+#              one the flux step exported, else one exported here
 #   meshes     >= 2 GPUs: ulysses=2, ring=2 (allgather, p2p), tp=2 with --check vs one GPU
-#   wan        Wan2.1-14B 832x480x81 bf16, one GPU: weft built-in vs diffusers eager
+#   wan        Wan2.1-14B 832x480x81 bf16, one GPU: weft program (weft-run --model wan:14b) vs
+#              diffusers eager
 # Every step runs under a timeout inside the overall --budget (default 480 s; 7200 s with
 # --dry-run) and a failing step does not stop the others. Results: OUT (the device tool's $OUT
 # when set, else --out, else bench/gpu/out): summary.txt (one line per measurement, for an issue
 # note), results.jsonl (every number), steps.log (each step's output), build.log, env.txt.
+# weft-run's program cache is WORKDIR/programs ($WEFT_PROGRAM_CACHE when set).
 # Exit status: 0 when no step failed or timed out, 1 otherwise, 2 for bad arguments.
 #
 # --dry-run (the development machine, no GPU): the same steps on the CPU -- the same build (CUDA
@@ -32,7 +36,7 @@ root=$(cd "$here/../.." && pwd)
 
 all_steps=(env deps build attention probe flux program meshes wan)
 
-usage() { sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 die_usage() { echo "run.sh: $*" >&2; echo "run.sh: try --help" >&2; exit 2; }
 
 # ---------------------------------------------------------------------------------------------
@@ -134,6 +138,10 @@ attention_check=$build_dir/gpu_attention_check
 
 mkdir -p "$OUT_DIR" "$work/logs" "$work/state"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
+work=$(cd "$work" && pwd)
+# Where weft-run --model exports each model's program once (tools/export_program.py) and finds it
+# again: under the work directory, so a GPU call and its dry run use the same place.
+export WEFT_PROGRAM_CACHE=${WEFT_PROGRAM_CACHE:-$work/programs}
 summary=$OUT_DIR/summary.txt results=$OUT_DIR/results.jsonl steps_log=$OUT_DIR/steps.log
 state=$work/state
 rm -f "$summary" "$results" "$steps_log" "$OUT_DIR/build.log" "$OUT_DIR/env.txt" "$state"/*
@@ -493,7 +501,23 @@ weights_for() {
   echo "$m"
 }
 
-# diffusers eager, then weft-run (built-in, or --program P), then the comparison, for one model.
+# The comparison of weft's output with diffusers', into $1/$3.json: fails (exit 1) when either
+# output is missing, so a step never passes without one. compare_outputs DIR REF OUT NAME
+compare_outputs() {
+  local w=$1 ref=$1/$2 out=$1/$3 name=$4
+  if [[ -f "$ref" && -f "$out" ]]; then
+    local rc=0
+    kit compare --ref "$ref" --out "$out" >"$w/$name.json" || rc=$?
+    cat "$w/$name.json"
+    return "$rc"
+  fi
+  rm -f "$w/$name.json"
+  echo "run.sh: no comparison: $( [[ -f "$ref" ]] || printf '%s ' "$ref")$( [[ -f "$out" ]] || printf '%s ' "$out")missing"
+  return 1
+}
+
+# diffusers eager, then weft-run --model (the model's program, exported into the program cache on
+# first use), then the comparison, for one model.
 # model_step LABEL KIT_MODEL WEFT_MODEL ITERS WARMUP
 model_step() {
   load_env
@@ -515,18 +539,17 @@ model_step() {
   [[ -f "$w/inputs.safetensors" ]] && wargs+=(--inputs "$w/inputs.safetensors")
   [[ "$wmode" == file && -f "$w/weights.safetensors" ]] && wargs+=(--weights "$w/weights.safetensors")
   if [[ -x "$weft_run" ]]; then
+    # Its output also into weft.log, which says whether the program was exported first.
     weft_one "$device" --model "$weft_model" --dtype bf16 "${wargs[@]}" --output "$w/weft_out.safetensors" \
-      --iters "$n" --warmup "$k" --report "$w/weft.json" || wrc=$?
+      --iters "$n" --warmup "$k" --report "$w/weft.json" 2>&1 | tee "$w/weft.log" || wrc=$?
+    ((wrc != 0)) || kit report-check "$w/weft.json" || wrc=$?
   else
     echo "no $weft_run (build step)"
     wrc=1
   fi
-  if [[ -f "$w/diffusers_out.safetensors" && -f "$w/weft_out.safetensors" ]]; then
-    kit compare --ref "$w/diffusers_out.safetensors" --out "$w/weft_out.safetensors" >"$w/compare.json" || crc=$?
-    cat "$w/compare.json"
-  fi
+  compare_outputs "$w" diffusers_out.safetensors weft_out.safetensors compare || crc=$?
   kit line model --label "$label" --workdir "$w" --weights "$wmode" --diffusers-rc "$drc" --weft-rc "$wrc" \
-    --results "$results" >"$w/line.txt" || true
+    --weft-log "$w/weft.log" --results "$results" >"$w/line.txt" || true
   say "$(cat "$w/line.txt")"
   worst_rc "$drc" "$wrc" "$crc"
 }
@@ -562,36 +585,44 @@ step_program() {
   wmode=$(weights_for)
   [[ -f "$w/inputs.safetensors" ]] && wargs+=(--inputs "$w/inputs.safetensors")
   [[ "$wmode" == file && -f "$w/weights.safetensors" ]] && wargs+=(--weights "$w/weights.safetensors")
+  [[ -x "$weft_run" ]] || { say "program: FAILED: no $weft_run (build step)"; return 1; }
+  mkdir -p "$w"
+  rm -f "$w/program_compare.json"
   run_program() {
+    rm -f "$w/program_out.safetensors" "$w/program.json"
     weft_one "$device" --program "$1" "${wargs[@]}" --output "$w/program_out.safetensors" \
-      --iters "$iters" --warmup "$warmup" --report "$w/program.json"
+      --iters "$iters" --warmup "$warmup" --report "$w/program.json" || return $?
+    kit report-check "$w/program.json"
   }
-  # The committed program of this config (tests/fixtures/programs) when it takes batch 1: no
-  # export (a minute for Flux-dev). It was exported by the pinned torch; an operator this
-  # LibTorch lacks fails at load, before any weights are made, and then the program is
-  # exported here by the image's torch, at batch 1 (torch specialises an example size of 1).
-  local fixture program source wrc=0 crc=0 t0
+  # The program, in this order:
+  # - the committed one of this config (tests/fixtures/programs) when it takes batch 1: exported
+  #   by the pinned torch; an operator this LibTorch lacks fails at load, before any weights are
+  #   made;
+  # - else the one the flux step's weft-run --model exported with this image's torch (its report
+  #   names it), so no second export (a minute for Flux-dev);
+  # - else (no flux step) one exported here by the image's torch, at batch 1 (torch specialises
+  #   an example size of 1).
+  local fixture program="" source="" wrc=0 crc=0 t0 from_flux
   fixture=$root/tests/fixtures/programs/$(basename "$config" .json)/program_bf16.pt2
   if [[ -f "$fixture" ]] && kit program-batch1 "$fixture"; then
     program=$fixture source="committed ${fixture#"$root"/}"
     run_program "$program" || wrc=$?
     if ((wrc != 0 && wrc != 124 && wrc != 137)); then
-      echo "run.sh: the committed program failed (exit $wrc); exporting one here"
-      wrc=0 program=""
+      echo "run.sh: the committed program failed (exit $wrc); trying another"
+      wrc=0 program="" source=""
     fi
-  else
-    program=""
+  fi
+  if [[ -z "$program" ]] && from_flux=$(kit report-program "$w/weft.json"); then
+    program=$from_flux source="the flux step's, exported here by weft-run --model"
+    run_program "$program" || wrc=$?
   fi
   if [[ -z "$program" ]]; then
     program=$w/program.pt2 t0=$SECONDS
-    bounded "$python" "$root/tools/export_program.py" "$config" --workload "$workload" --dtype bf16 -o "$program"
+    bounded "$python" "$root/tools/export_program.py" "$config" --workload "$workload" --dtype bf16 -o "$program" || wrc=$?
     source="exported here in $((SECONDS - t0)) s"
-    run_program "$program" || wrc=$?
+    ((wrc != 0)) || run_program "$program" || wrc=$?
   fi
-  if [[ -f "$w/diffusers_out.safetensors" && -f "$w/program_out.safetensors" ]]; then
-    kit compare --ref "$w/diffusers_out.safetensors" --out "$w/program_out.safetensors" >"$w/program_compare.json" || crc=$?
-    cat "$w/program_compare.json"
-  fi
+  compare_outputs "$w" diffusers_out.safetensors program_out.safetensors program_compare || crc=$?
   kit line program --label "${flux_model} via --program ($source)" --workdir "$w" --weights "$wmode" \
     --weft-rc "$wrc" --results "$results" >"$w/program_line.txt" || true
   say "$(cat "$w/program_line.txt")"
@@ -619,12 +650,15 @@ step_meshes() {
     local left=$(( step_deadline - $(date +%s) )) share rc=0
     share=$(( left / (${#meshes[@]} - i) ))
     i=$((i + 1))
+    rm -f "$w/mesh-$tag.json"
     (
       step_deadline=$(( $(date +%s) + share ))
       bounded "$weft_run" --nproc "$nranks" --device "$dev" --seed "$seed" --model "$flux_weft" --dtype bf16 \
         --mesh "$mesh" ${rotate:+--rotate "$rotate"} --check "${wargs[@]}" --iters "$iters" --warmup "$warmup" \
         --report "$w/mesh-$tag.json"
     ) || rc=$?
+    # An exit 0 without a passed --check in the report is a failure too.
+    ((rc != 0)) || kit report-check "$w/mesh-$tag.json" --want-check || rc=$?
     kit line mesh --label "$flux_model mesh $mesh${rotate:+ ($rotate)} on $nranks $( [[ $dev == cuda ]] && echo GPUs || echo 'CPU ranks')" \
       --report "$w/mesh-$tag.json" --baseline "$w/weft.json" --rc "$rc" --results "$results" >"$w/mesh-$tag.txt" || true
     say "$(cat "$w/mesh-$tag.txt")"
