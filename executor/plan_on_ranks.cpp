@@ -53,7 +53,8 @@ bool LoadWeightFiles(const std::vector<std::string>& paths, const plan::Executio
 
 void CheckMesh(const plan::ExecutionPlan& plan, const dist::DistContext& ctx) {
   const dist::MeshShape& shape = ctx.mesh().shape();
-  if (plan.mesh.Ring() != shape.ring || plan.mesh.Ulysses() != shape.ulysses || plan.mesh.Tp() != shape.tp) {
+  if (plan.mesh.Ring() != shape.ring || plan.mesh.Ulysses() != shape.ulysses || plan.mesh.Tp() != shape.tp ||
+      plan.mesh.Cfg() != shape.cfg) {
     throw ExecError("rank " + std::to_string(ctx.rank()) + ": the plan was compiled for mesh " + plan.mesh.ToString() +
                     " but this job runs on " + shape.ToString());
   }

@@ -17,8 +17,10 @@ at::Tensor ProgramBackend::Split(const at::Tensor& x, const plan::ProgramEdit& e
     throw ExecError(where + ": `" + edit.value + "` has rank " + std::to_string(x.dim()) + " but the plan splits a rank-" +
                     std::to_string(edit.rank) + " tensor along dim " + std::to_string(edit.dim));
   }
-  const int64_t ranks = ctx_.AxisSize(dist::Axis::kCp);
-  const int index = ctx_.AxisRank(dist::Axis::kCp);
+  const bool branches = edit.group == plan::kCfgAxis;
+  const dist::Axis axis = branches ? dist::Axis::kCfg : dist::Axis::kCp;
+  const int64_t ranks = ctx_.AxisSize(axis);
+  const int index = ctx_.AxisRank(axis);
   const int64_t length = x.size(edit.dim);
   const std::vector<int64_t> streams = parts.empty() ? std::vector<int64_t>{length} : parts;
   if (std::accumulate(streams.begin(), streams.end(), int64_t{0}) != length) {
@@ -31,8 +33,14 @@ at::Tensor ProgramBackend::Split(const at::Tensor& x, const plan::ProgramEdit& e
     if (!edit.uneven && part % ranks != 0) {
       throw ExecError(where + ": `" + edit.value + "` has length " + std::to_string(part) + " along dim " +
                       std::to_string(edit.dim) + (parts.empty() ? "" : " in one of its parts") +
-                      ", not divisible by the CP degree " + std::to_string(ranks) +
-                      " (ring x ulysses); enable --ulysses-anything or --ring-anything for uneven splits");
+                      (branches ? ", not divisible by cfg=" + std::to_string(ranks) +
+                                      " as the plan was compiled for; compile it for this batch of branches"
+                                : ", not divisible by the CP degree " + std::to_string(ranks) +
+                                      " (ring x ulysses); enable --ulysses-anything or --ring-anything for uneven splits"));
+    }
+    if (branches && part < ranks) {
+      throw ExecError(where + ": `" + edit.value + "` carries " + std::to_string(part) + " guidance branches along dim " +
+                      std::to_string(edit.dim) + ", fewer than the " + std::to_string(ranks) + " cfg ranks");
     }
     const std::vector<int64_t> sizes = plan::SplitSizes(part, ranks);
     const int64_t offset = std::accumulate(sizes.begin(), sizes.begin() + index, int64_t{0});
@@ -45,7 +53,8 @@ at::Tensor ProgramBackend::Split(const at::Tensor& x, const plan::ProgramEdit& e
 at::Tensor ProgramBackend::Gather(const at::Tensor& x, const plan::ProgramEdit& edit) {
   try {
     const at::Tensor local = x.contiguous();
-    return edit.uneven ? ctx_.AllGatherUneven(dist::Axis::kCp, local, edit.dim) : ctx_.AllGather(dist::Axis::kCp, local, edit.dim);
+    const dist::Axis axis = edit.group == plan::kCfgAxis ? dist::Axis::kCfg : dist::Axis::kCp;
+    return edit.uneven ? ctx_.AllGatherUneven(axis, local, edit.dim) : ctx_.AllGather(axis, local, edit.dim);
   } catch (const std::exception& e) {
     throw ExecError(Where(ctx_, edit.module, edit.origin) + ": gather of `" + edit.value + "` failed: " + e.what());
   }

@@ -87,6 +87,7 @@ struct RunOptions {
   std::string model = "flux:tiny";
   std::string model_dir;
   std::string workload;
+  int64_t batch = 0;  // --batch: the program's export batch (0: 2, the cache's default)
   bool ulysses_anything = false;
   bool ring_anything = false;
   std::string rotate = "allgather";
@@ -129,7 +130,9 @@ class UsageError : public std::invalid_argument {
 };
 
 dist::Axis AxisNamed(std::string_view name) {
-  return name == plan::kRingAxis ? dist::Axis::kRing : name == plan::kUlyssesAxis ? dist::Axis::kUlysses : dist::Axis::kTp;
+  if (name == plan::kRingAxis) return dist::Axis::kRing;
+  if (name == plan::kUlyssesAxis) return dist::Axis::kUlysses;
+  return name == plan::kCfgAxis ? dist::Axis::kCfg : dist::Axis::kTp;
 }
 
 // --mesh through the compiler's one mesh parser (compiler/plan/mesh_spec.h), so `weft` and
@@ -142,7 +145,8 @@ dist::MeshShape ParseMesh(const std::string& text) {
   shape.ring = static_cast<int>(spec->ring);
   shape.ulysses = static_cast<int>(spec->ulysses);
   shape.tp = static_cast<int>(spec->tp);
-  for (size_t i = 0; i < 3; ++i) shape.order[i] = AxisNamed(spec->order[i]);
+  shape.cfg = static_cast<int>(spec->cfg);
+  for (size_t i = 0; i < shape.order.size(); ++i) shape.order[i] = AxisNamed(spec->order[i]);
   return shape;
 }
 
@@ -162,7 +166,7 @@ dist::MeshShape ResolveMesh(const RunOptions& o, int world_size) {
     std::string error;
     const auto order = plan::ParseMeshOrder(o.mesh_order, &error, "--mesh-order: ");
     if (!order) throw UsageError(error);
-    for (size_t i = 0; i < 3; ++i) shape.order[i] = AxisNamed((*order)[i]);
+    for (size_t i = 0; i < shape.order.size(); ++i) shape.order[i] = AxisNamed((*order)[i]);
   }
   return shape;
 }
@@ -234,6 +238,7 @@ int64_t InputsBatch(const std::string& file) {
 void ResolveProgram(RunOptions& o) {
   if (o.smoke) return;
   if (!o.program.empty() && o.program != "auto") {
+    if (o.batch > 0) throw UsageError("--batch with --program: a program is exported at its batch already");
     if (o.model_name.empty()) o.model_name = o.program;
     return;
   }
@@ -267,6 +272,10 @@ void ResolveProgram(RunOptions& o) {
   // torch.export keeps a size dynamic from 2 up: inputs of batch 1 run on a program exported at
   // batch 1 (its own cache entry), never on one that would refuse them.
   if (!o.inputs.empty() && InputsBatch(o.inputs) == 1) source.batch = 1;
+  if (o.batch > 0) {
+    if (!o.inputs.empty()) throw UsageError("--batch with --inputs: the inputs file carries its own batch");
+    source.batch = static_cast<int>(o.batch);
+  }
   o.program = exec::FindOrExportProgram(source, !dist::LaunchedAsRank()).path;
   if (dir && o.weights.empty()) {
     if (!dist::LaunchedAsRank()) {
@@ -307,7 +316,9 @@ int RunRank(const RunOptions& o) {
     job.model_name = o.model_name;
     job.plan = o.plan;
     job.compiled = o.compiled;
-    for (dist::Axis axis : shape.order) job.mesh.axes.push_back({dist::AxisName(axis), shape.Size(axis)});
+    for (dist::Axis axis : shape.order) {
+      if (axis != dist::Axis::kCfg || shape.cfg > 1) job.mesh.axes.push_back({dist::AxisName(axis), shape.Size(axis)});
+    }
     job.mesh.world_size = shape.WorldSize();
     job.mesh.ulysses_anything = o.ulysses_anything;
     job.mesh.ring_anything = o.ring_anything;
@@ -487,10 +498,11 @@ int main(int argc, char** argv) {
   RunOptions o;
   app.add_option("--nproc", o.nproc, "Local ranks to spawn (default: the mesh's world size, 4)")
       ->check(CLI::Range(1, 1024));
-  app.add_option("--mesh", o.mesh, "Mesh degrees, e.g. ring=2,ulysses=2,tp=1 (default for 4 ranks: "
-                                   "ring=2,ulysses=2; otherwise ulysses=N)");
+  app.add_option("--mesh", o.mesh, "Mesh degrees, e.g. ring=2,ulysses=2,tp=1; cfg=N splits the batch of guidance "
+                                   "branches over N rank groups (default for 4 ranks: ring=2,ulysses=2; otherwise "
+                                   "ulysses=N)");
   app.add_option("--mesh-order", o.mesh_order,
-                 "Axis order, outermost first (default tp,ring,ulysses: Ulysses groups are "
+                 "Axis order, outermost first (default cfg,tp,ring,ulysses: Ulysses groups are "
                  "contiguous ranks)");
   auto* timeout_ms_opt = app.add_option("--timeout-ms", o.timeout_ms, "The same as --timeout, in milliseconds")
                              ->check(CLI::Range(100, 86400000));
@@ -534,6 +546,10 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingDirectory);
   app.add_option("--workload", o.workload, "Graph workload to compile for and size the inputs by (default: the "
                                            "graph's first)");
+  app.add_option("--batch", o.batch, "The batch the model's program is exported at and its inputs are made at "
+                                     "(default 2: conditional and unconditional guidance branches); not with --program "
+                                     "or --inputs, which carry their own")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   app.add_flag("--ulysses-anything", o.ulysses_anything, "Allow uneven sequence lengths and head counts");
   app.add_flag("--ring-anything", o.ring_anything, "Allow uneven sequence lengths on the ring axis");
   app.add_option("--rotate", o.rotate, "Ring K/V exchange: allgather or p2p")

@@ -3,6 +3,7 @@
 //   plan <name> for <ModelClass>
 //   context_parallel { split/gather/attention rules }
 //   tensor_parallel  { colwise/rowwise/replicate rules }
+//   guidance_parallel { split/gather rules over the cfg axis: the batch of guidance branches }
 //
 // The grammar is deliberately permissive in a few places ("error alternatives": an unknown
 // word where a keyword belongs, `=` before a value, a string missing its closing quote) so
@@ -20,6 +21,7 @@ header : PLAN name=IDENT (FOR | badFor=IDENT) model=IDENT ;
 section
   : CONTEXT_PARALLEL LBRACE cpStatement* RBRACE        # contextParallelSection
   | TENSOR_PARALLEL LBRACE tpStatement* RBRACE         # tensorParallelSection
+  | GUIDANCE_PARALLEL LBRACE cpStatement* RBRACE       # guidanceParallelSection
   | unknown=IDENT LBRACE skipped* RBRACE               # unknownSection
   ;
 
@@ -65,7 +67,7 @@ blockSize : INT | IDENT ;
 pattern : STRING | UNTERMINATED_STRING | SINGLE_QUOTED ;
 
 word
-  : IDENT | PLAN | FOR | CONTEXT_PARALLEL | TENSOR_PARALLEL | SPLIT | GATHER | ATTENTION
+  : IDENT | PLAN | FOR | CONTEXT_PARALLEL | TENSOR_PARALLEL | GUIDANCE_PARALLEL | SPLIT | GATHER | ATTENTION
   | OUTPUT | DIM | RANK | OPTIONAL | PACKED | COLWISE | ROWWISE | REPLICATE | LOCAL
   ;
 
@@ -83,6 +85,7 @@ PLAN : 'plan' ;
 FOR : 'for' ;
 CONTEXT_PARALLEL : 'context_parallel' ;
 TENSOR_PARALLEL : 'tensor_parallel' ;
+GUIDANCE_PARALLEL : 'guidance_parallel' ;
 SPLIT : 'split' ;
 GATHER : 'gather' ;
 ATTENTION : 'attention' ;

@@ -7,6 +7,8 @@ checked against diffusers on the same numbers.
 
     .venv/bin/python tools/make_fixtures.py --programs [--only flux-tiny]
 
+    .venv/bin/python tools/make_fixtures.py --branches [--only flux-tiny]
+
 Program fixtures (tests/fixtures/programs/<config>/, for runtime/program): a tiny config of every
 class weft has a plan or a program test for (tools/model_configs/*-tiny.json), exported by
 tools/export_program.py at its first workload with batch 2 in fp32 and bf16 (program.pt2,
@@ -15,6 +17,12 @@ the same values weft-run's nn::RandomizeParameters makes, so no weights are stor
 the config's workloads: inputs_<workload>.safetensors (non-tensor arguments under `weft.args`) and
 outputs_<workload>.safetensors ({"output": ..., "output_1": ...}), and the same with _bf16 for
 the model as from_pretrained(torch_dtype=bfloat16) loads it.
+
+Guidance-branch fixtures (--branches, for the cfg mesh axis, issue 26): for the classes in
+BRANCH_FIXTURES, diffusers' fp32 output on a batch of 3 branches at the first workload
+(inputs_<workload>-b3 / outputs_<workload>-b3; with a text mask, its rows end in 2, 5 and 0 masked
+tokens), next to the existing program, which a dynamic batch lets run them; and flux-tiny's program
+exported at that batch (program_b3.pt2), whose workloads show `weft explain` 3 branches.
 
 Each built-in fixture folder holds config.json (the diffusers config, as save_pretrained writes it),
 weights.safetensors (diffusers key names), inputs.safetensors (keyed by forward argument
@@ -219,6 +227,37 @@ def make_program_fixture(name, out_dir):
                     print("%s: workload %s-%s %s" % (folder, wl["name"], variant, suffix or "fp32"))
 
 
+BRANCH_FIXTURES = ["flux-tiny", "wan-tiny", "qwen-image-tiny", "hunyuanvideo-tiny"]
+
+
+def make_branch_fixture(name, out_dir):
+    import diffusers
+    import export_program as ep
+    from diffusers_models import RandomFactory, make_inputs, seeded_weights
+    config = pathlib.Path(__file__).resolve().parent / "model_configs" / (name + ".json")
+    cls_name, cfg, _, _, workloads = ep.load_spec(str(config))
+    folder = pathlib.Path(out_dir) / "programs" / name
+    model = getattr(diffusers, cls_name).from_config(dict(cfg)).eval()
+    seeded_weights(model, PROGRAM_SEED)
+    wl = dict(workloads[0], batch=3)
+    inputs = make_inputs(cls_name, cfg, wl, RandomFactory(torch.float32, 300))
+    mask = next((k for k in PADDED_MASKS if isinstance(inputs.get(k), torch.Tensor) and inputs[k].dim() == 2), None)
+    if mask is not None:  # uneven text per branch: rows end in 2, 5 and 0 masked tokens
+        m = inputs[mask].clone()
+        for row, masked in enumerate((2, 5, 0)):
+            if masked:
+                m[row, m.shape[1] - masked:] = 0
+        inputs[mask] = m
+    with torch.no_grad():
+        result = model(**inputs, return_dict=False)
+    stem = "%s-b3" % wl["name"]
+    ep.write_inputs_file(str(folder / ("inputs_%s.safetensors" % stem)), inputs)
+    save_file(outputs_dict(result), folder / ("outputs_%s.safetensors" % stem))
+    print("%s: workload %s, output %s" % (folder, stem, tuple(outputs_dict(result)["output"].shape)))
+    if name == "flux-tiny":
+        ep.export_config(str(config), str(folder / "program_b3.pt2"), batch=3, dtype_name="fp32")
+
+
 # The masked variants of `inputs` (name, inputs): none without a 2-D text mask among PADDED_MASKS.
 def masked_variants(inputs, only=None):
     mask = next((k for k in PADDED_MASKS if isinstance(inputs.get(k), torch.Tensor) and inputs[k].dim() == 2), None)
@@ -240,7 +279,13 @@ def main():
     parser.add_argument("--out", default=str(pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures"))
     parser.add_argument("--only", help="one fixture (a built-in one, or a program config with --programs)")
     parser.add_argument("--programs", action="store_true", help="the program fixtures instead of the built-in ones")
+    parser.add_argument("--branches", action="store_true", help="the guidance-branch fixtures (3 branches)")
     args = parser.parse_args()
+    if args.branches:
+        for name in BRANCH_FIXTURES:
+            if not args.only or name == args.only:
+                make_branch_fixture(name, args.out)
+        return
     if args.programs:
         for name in PROGRAM_FIXTURES:
             if args.only and name != args.only:

@@ -121,6 +121,25 @@ WEFT_DIAGNOSTIC(PackedBlocksOverflow, Error,
 WEFT_DIAGNOSTIC(PackedBlockNotPositive, Error,
                 "packed block {0} of `{1}` is `{2}` = {3} in graph `{4}`; block sizes are at least 1", int64_t,
                 std::string, std::string, int64_t, std::string);
+WEFT_DIAGNOSTIC(FewerBranchesThanCfgRanks, Error,
+                "{0} of `{1}` has a batch of {2} along dim {3} in workload `{4}`: fewer guidance branches than the {5} "
+                "cfg ranks; give a batch of at least {5} (one row per branch: conditional, unconditional ...) or a "
+                "smaller cfg axis",
+                std::string, std::string, int64_t, int64_t, std::string, int64_t);
+WEFT_DIAGNOSTIC(CfgAxisWithoutBranches, Error,
+                "the mesh has cfg={0} but plan `{1}` says no input carries guidance branches; add a "
+                "`guidance_parallel` section that splits the batch of the branches (and gathers the output), "
+                "or drop the cfg axis",
+                int64_t, std::string);
+WEFT_DIAGNOSTIC(BranchesNeverGathered, Error,
+                "{0} of `{1}` is split over the {2} cfg ranks, but no `guidance_parallel` gather brings the "
+                "branches back: the model's output would hold only each rank's branches; add a gather of the "
+                "output along its batch dim",
+                std::string, std::string, int64_t);
+WEFT_DIAGNOSTIC(GatherNotOverBranches, Error,
+                "`{0}` gathers output {1} along dim {2} over cfg, but that dim has length {3} in workload `{4}`, "
+                "not the {5} branches the plan splits; the output does not carry the branches there",
+                std::string, int64_t, int64_t, int64_t, std::string, std::string);
 WEFT_DIAGNOSTIC(MeshTooLarge, Error, "mesh {0} has {1} ranks, more than the {2} ranks a mesh may have", std::string,
                 std::string, int64_t);
 
@@ -233,6 +252,8 @@ class Binder {
   void CheckColwiseChains();
   void CheckGathers();
   void CheckOutputGathered();
+  // The guidance_parallel section: the batch of branches split and gathered over the cfg axis.
+  void BindGuidance();
 
   const syntax::PlanAst& ast_;
   const model::ModelGraph& graph_;
@@ -978,6 +999,111 @@ void Binder::CheckOutputGathered() {
   builder.Emit();
 }
 
+void Binder::BindGuidance() {
+  const int64_t cfg = out_.mesh.Cfg();
+  std::vector<SourceRange> split_ranges;
+  auto what_of = [](const plan::Split& s) {
+    return s.target == plan::Split::Target::kOutput
+               ? "output " + std::to_string(s.output)
+               : "`" + s.argument + (s.element >= 0 ? "[" + std::to_string(s.element) + "]" : "") + "`";
+  };
+  std::vector<std::pair<BoundGather, SourceRange>> gathers;
+  if (ast_.guidance_parallel) {
+    for (const syntax::CpRule& rule : ast_.guidance_parallel->rules) {
+      if (rule.has_error) continue;
+      const bool split = rule.kind == syntax::CpRuleKind::kSplit;
+      ForEachBoundItem(rule, split ? "split" : "gather", /*outputs_only=*/!split,
+                       [&](model::ModuleId id, const model::ModuleCalls&, const syntax::ShardItem& item,
+                           const model::Value& value, const std::string& what) {
+                         const int64_t length = value.shape[static_cast<size_t>(item.dim.value)];
+                         if (!split) {
+                           plan::Gather g;
+                           g.group = std::string(plan::kCfgAxis);
+                           g.output = item.target.index.value;
+                           g.dim = item.dim.value;
+                           g.rank = value.Rank();
+                           g.global_size = length;
+                           g.sizes = plan::SplitSizes(length, cfg);
+                           g.uneven = length % cfg != 0;
+                           g.origin = OriginOf(item.range);
+                           gathers.push_back({{id, std::move(g)}, item.range});
+                           return;
+                         }
+                         if (cfg > 1 && length < cfg) {
+                           if (Once(Key(item.range, "branches"))) {
+                             diags_.Emit(item.range, FewerBranchesThanCfgRanks, what, Display(graph_.modules[id].path),
+                                         length, item.dim.value, workload_->name, cfg);
+                           }
+                           return;
+                         }
+                         BoundSplit b{id, {}};
+                         plan::Split& s = b.split;
+                         if (item.target.kind == syntax::TargetKind::kOutput) {
+                           s.target = plan::Split::Target::kOutput;
+                           s.output = item.target.index.value;
+                         } else {
+                           s.argument = item.target.argument.text;
+                           if (item.target.kind == syntax::TargetKind::kArgumentElement) s.element = item.target.index.value;
+                         }
+                         s.group = std::string(plan::kCfgAxis);
+                         s.dim = item.dim.value;
+                         s.rank = value.Rank();
+                         s.optional = item.optional.has_value();
+                         s.global_size = length;
+                         s.sizes = plan::SplitSizes(length, cfg);
+                         s.uneven = length % cfg != 0;
+                         s.origin = OriginOf(item.range);
+                         for (size_t k = 0; k < out_.cfg_splits.size(); ++k) {
+                           const plan::Split& o = out_.cfg_splits[k].split;
+                           if (out_.cfg_splits[k].module == id && o.target == s.target && o.argument == s.argument &&
+                               o.element == s.element && o.output == s.output) {
+                             if (Once(Key(item.range, "dup"))) {
+                               diags_.Build(item.range, DuplicateSplit, what, Display(graph_.modules[id].path))
+                                   .Note(split_ranges[k], PreviousRule, Display(graph_.modules[id].path))
+                                   .Emit();
+                             }
+                             return;
+                           }
+                         }
+                         out_.cfg_splits.push_back(std::move(b));
+                         split_ranges.push_back(item.range);
+                       });
+    }
+  }
+  if (cfg <= 1) return;
+  if (out_.cfg_splits.empty()) {
+    // A split that failed its own check was diagnosed already.
+    if (split_ranges.empty() && diags_.error_count() == 0) {
+      diags_.Emit(ast_.header_range, CfgAxisWithoutBranches, cfg, ast_.name.text);
+    }
+    return;
+  }
+  if (gathers.empty()) {
+    const BoundSplit& first = out_.cfg_splits.front();
+    diags_.Emit(split_ranges.front(), BranchesNeverGathered, what_of(first.split),
+                Display(graph_.modules[first.module].path), cfg);
+    return;
+  }
+  std::set<int64_t> lengths;
+  std::string lengths_text;
+  for (const BoundSplit& s : out_.cfg_splits) {
+    if (lengths.insert(s.split.global_size).second) {
+      lengths_text += (lengths_text.empty() ? "" : ", ") + std::to_string(s.split.global_size) + " (" +
+                      what_of(s.split) + ")";
+    }
+  }
+  for (auto& [g, range] : gathers) {
+    if (!lengths.count(g.gather.global_size)) {
+      if (Once(Key(range, "branches"))) {
+        diags_.Emit(range, GatherNotOverBranches, Display(graph_.modules[g.module].path), g.gather.output,
+                    g.gather.dim, g.gather.global_size, workload_->name, lengths_text);
+      }
+      continue;
+    }
+    out_.cfg_gathers.push_back(std::move(g));
+  }
+}
+
 std::optional<BoundPlan> Binder::Run() {
   const uint32_t errors_before = diags_.error_count();
   out_.header_range = ast_.header_range;
@@ -1016,6 +1142,7 @@ std::optional<BoundPlan> Binder::Run() {
   if (ast_.tensor_parallel) BindTpRules();
   CheckColwiseChains();
   BindAttentionSites();
+  BindGuidance();
   if (diags_.error_count() != errors_before) return std::nullopt;
   return std::move(out_);
 }

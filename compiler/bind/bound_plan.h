@@ -64,6 +64,11 @@ struct BoundPlan {
   std::vector<BoundGather> gathers;
   std::vector<BoundAttention> attention;  // in module order
   std::vector<BoundTp> tp;                // in module order
+  // The guidance_parallel section's splits and gathers (Split::group / Gather::group "cfg"),
+  // apart from the context-parallel ones: they cut the batch, not a sequence, so nothing of the
+  // CP checks (sharded lengths, K/V) applies to them.
+  std::vector<BoundSplit> cfg_splits;
+  std::vector<BoundGather> cfg_gathers;
   // Sequence lengths the plan splits (and their sums): a traced tensor with one of these
   // lengths on some dim is treated as carrying a split sequence (cost model, K/V check).
   std::vector<int64_t> sharded_lengths;

@@ -45,11 +45,16 @@ Row RowOf(const plan::ModuleStep& s) {
     std::string name = x.target == plan::Split::Target::kArgument
                            ? x.argument + (x.element >= 0 ? "[" + std::to_string(x.element) + "]" : "")
                            : "out" + std::to_string(x.output);
-    data.push_back("split " + name + " d" + std::to_string(x.dim) + " " + SizesText(x.global_size, x.sizes));
+    // Over cfg: the guidance branches, and whether the axis divides them.
+    const std::string over = x.group == plan::kCfgAxis ? (x.uneven ? " cfg uneven" : " cfg") : "";
+    data.push_back("split " + name + " d" + std::to_string(x.dim) + " " + SizesText(x.global_size, x.sizes) + over);
   }
   for (const plan::Gather& g : s.gathers) {
-    data.push_back("gather out" + std::to_string(g.output) + " d" + std::to_string(g.dim) + " " +
-                   std::to_string(g.sizes.empty() ? g.global_size : g.sizes[0]) + "->" + std::to_string(g.global_size));
+    const std::string over = g.group == plan::kCfgAxis ? (g.uneven ? " cfg uneven" : " cfg") : "";
+    std::string pieces = std::to_string(g.sizes.empty() ? g.global_size : g.sizes[0]);
+    if (g.group == plan::kCfgAxis && g.uneven) pieces += "/" + std::to_string(g.sizes.back());
+    data.push_back("gather out" + std::to_string(g.output) + " d" + std::to_string(g.dim) + " " + pieces + "->" +
+                   std::to_string(g.global_size) + over);
   }
   r.data = data;
   if (s.attention) {
@@ -89,7 +94,8 @@ Row RowOf(const plan::ModuleStep& s) {
 void Explain(const plan::ExecutionPlan& p, const model::ModelGraph& graph, std::ostream& out) {
   out << "plan " << p.plan_name << " (" << p.plan_file << ") for " << p.model_class << "\n"
       << "graph " << p.graph_name << " " << p.graph_hash << "\n"
-      << "mesh " << p.mesh.ToString() << " (world " << p.mesh.world_size << ", cp " << p.mesh.Cp() << ")"
+      << "mesh " << p.mesh.ToString() << " (world " << p.mesh.world_size << ", cp " << p.mesh.Cp()
+      << (p.mesh.Cfg() > 1 ? ", cfg " + std::to_string(p.mesh.Cfg()) : "") << ")"
       << (p.mesh.ulysses_anything ? " ulysses-anything" : "") << (p.mesh.ring_anything ? " ring-anything" : "")
       << ", workload " << p.workload.name << "\n"
       << "content hash " << plan::PlanContentHash(p) << "\n\n";

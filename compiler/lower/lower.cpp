@@ -18,8 +18,26 @@ WEFT_DIAGNOSTIC(CostOverflow, Error,
                 "for 64-bit byte counts, so this plan's cost cannot be computed",
                 std::string, std::string);
 
+// The guidance branches the plan splits over cfg (the batch), and how many of them the first cfg
+// rank holds -- the most of any rank (uneven splits give the first ranks one more), so costs are
+// that rank's. {0, 0} without a cfg split.
+std::pair<int64_t, int64_t> Branches(const bind::BoundPlan& b) {
+  if (b.mesh.Cfg() <= 1 || b.cfg_splits.empty()) return {0, 0};
+  const plan::Split& s = b.cfg_splits.front().split;
+  return {s.global_size, s.sizes.front()};
+}
+
+// `bytes` of a tensor whose dim 0 is `dim0`, as the first cfg rank holds it: its branches only
+// when dim 0 is the branches' batch.
+int64_t OnBranches(int64_t bytes, int64_t dim0, const bind::BoundPlan& b) {
+  const auto [batch, local] = Branches(b);
+  if (batch <= 0 || dim0 != batch || bytes == source::kSaturated) return bytes;
+  return source::SaturatingMul(bytes / batch, local);
+}
+
 // Bytes of `v` held by one rank: tensors with a dim of a split length are divided by the CP
-// degree (they run inside the split region), others are whole.
+// degree (they run inside the split region), tensors over the guidance branches hold this rank's
+// (OnBranches), others are whole.
 int64_t LocalBytes(const model::Value& v, const bind::BoundPlan& b) {
   if (v.kind == model::Value::Kind::kTuple) {
     int64_t total = 0;
@@ -27,7 +45,7 @@ int64_t LocalBytes(const model::Value& v, const bind::BoundPlan& b) {
     return total;
   }
   if (!v.IsTensor()) return 0;
-  const int64_t bytes = v.Bytes();
+  const int64_t bytes = v.shape.empty() ? v.Bytes() : OnBranches(v.Bytes(), v.shape.front(), b);
   const int64_t cp = b.mesh.Cp();
   for (int64_t d : v.shape) {
     if (cp > 1 && bytes != source::kSaturated &&
@@ -138,12 +156,41 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
       bytes = floating && traced > 0 && v.Bytes() != source::kSaturated
                   ? source::SaturatingMul(v.Bytes() / traced, elem_bytes)
                   : v.Bytes();
+      if (!v.shape.empty()) bytes = OnBranches(bytes, v.shape.front(), b);
     }
     s.cost.collectives.push_back(
         {plan::CollectiveOp::kAllGather, std::string(plan::kCpGroup), 1, plan::AllGatherBytes(bytes, cp)});
     if (g.gather.uneven) {
       // Per-rank lengths are exchanged first: one int64 from every rank.
       s.cost.collectives.push_back({plan::CollectiveOp::kAllGather, std::string(plan::kCpGroup), 1, 8 * (cp - 1)});
+    }
+  }
+
+  // The guidance branches: split over cfg before forward, gathered after; each rank sends its
+  // branches of the output to every other cfg rank.
+  const int64_t cfg = b.mesh.Cfg();
+  for (const bind::BoundSplit& s : cfg > 1 ? b.cfg_splits : no_splits) step_of(s.module).splits.push_back(s.split);
+  for (const bind::BoundGather& g : cfg > 1 ? b.cfg_gathers : no_gathers) {
+    plan::ModuleStep& s = step_of(g.module);
+    s.gathers.push_back(g.gather);
+    const model::ModuleCalls* calls = w->FindCalls(s.module);
+    int64_t local = 0;
+    if (calls != nullptr && !calls->calls.empty() &&
+        g.gather.output < static_cast<int64_t>(calls->calls.front().outputs.size())) {
+      const model::Value& v = calls->calls.front().outputs[static_cast<size_t>(g.gather.output)];
+      const int64_t traced = model::DTypeBytes(v.dtype);
+      const bool floating = v.dtype == "bf16" || (!v.dtype.empty() && v.dtype[0] == 'f');
+      const int64_t full = floating && traced > 0 && v.Bytes() != source::kSaturated
+                               ? source::SaturatingMul(v.Bytes() / traced, elem_bytes)
+                               : v.Bytes();
+      // This rank's rows of the gathered dim (a CP split of another dim has been gathered first).
+      local = full == source::kSaturated ? full
+                                         : source::SaturatingMul(full / g.gather.global_size, g.gather.sizes.front());
+    }
+    s.cost.collectives.push_back({plan::CollectiveOp::kAllGather, std::string(plan::kCfgAxis), 1,
+                                  source::SaturatingMul(local, cfg - 1)});
+    if (g.gather.uneven) {
+      s.cost.collectives.push_back({plan::CollectiveOp::kAllGather, std::string(plan::kCfgAxis), 1, 8 * (cfg - 1)});
     }
   }
 
@@ -173,7 +220,8 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
     int64_t kv_buffer = 0;
     for (const model::AttentionCall& c : calls->calls) {
       plan::AttentionCommInput in;
-      in.batch = c.q.at(0);
+      const auto [branches, local_branches] = Branches(b);
+      in.batch = branches > 0 && c.q.at(0) == branches ? local_branches : c.q.at(0);
       in.q_len = c.q.at(1);
       in.kv_len = c.k.at(1);
       in.heads = at.local_heads;

@@ -118,6 +118,16 @@ const ModuleStep* ExecutionPlan::FindStep(std::string_view module) const {
   return nullptr;
 }
 
+int64_t FirstCfgRankBatch(const ExecutionPlan& plan, int64_t batch) {
+  if (plan.mesh.Cfg() <= 1) return batch;
+  for (const ModuleStep& step : plan.steps) {
+    for (const Split& s : step.splits) {
+      if (s.group == kCfgAxis && s.global_size == batch && !s.sizes.empty()) return s.sizes.front();
+    }
+  }
+  return batch;
+}
+
 std::vector<int64_t> SplitSizes(int64_t length, int64_t parts) {
   if (parts <= 0) return {};
   std::vector<int64_t> sizes(static_cast<size_t>(parts), length / parts);
@@ -213,14 +223,14 @@ std::vector<std::string> CheckPlan(const ExecutionPlan& plan) {
       }
       if (s.target == Split::Target::kArgument && s.argument.empty()) problems.push_back(w + ": no argument name");
       if (s.target == Split::Target::kOutput && s.output < 0) problems.push_back(w + ": no output index");
-      CheckSizes(w, s.global_size, s.sizes, s.uneven, cp, problems);
+      CheckSizes(w, s.global_size, s.sizes, s.uneven, s.group == kCfgAxis ? plan.mesh.Cfg() : cp, problems);
     }
     for (const Gather& g : step.gathers) {
       const std::string w = m + " gather output " + std::to_string(g.output);
       if (g.dim < 0 || g.dim >= g.rank) {
         problems.push_back(w + ": dim " + std::to_string(g.dim) + " is outside rank " + std::to_string(g.rank));
       }
-      CheckSizes(w, g.global_size, g.sizes, g.uneven, cp, problems);
+      CheckSizes(w, g.global_size, g.sizes, g.uneven, g.group == kCfgAxis ? plan.mesh.Cfg() : cp, problems);
     }
     if (step.attention) {
       const Attention& a = *step.attention;

@@ -40,9 +40,11 @@ struct Origin {
 // Well-known axis names. A mesh may carry other axes (e.g. "fsdp"); the compiler gives them no
 // meaning. "cp" is not a mesh axis: it names the flattened ring x ulysses group (CP rank
 // k = ring_index * ulysses + ulysses_index), over which activations are split and gathered.
+// "cfg" holds guidance branches: the batch is split over it (a plan's guidance_parallel section).
 inline constexpr std::string_view kRingAxis = "ring";
 inline constexpr std::string_view kUlyssesAxis = "ulysses";
 inline constexpr std::string_view kTpAxis = "tp";
+inline constexpr std::string_view kCfgAxis = "cfg";
 inline constexpr std::string_view kCpGroup = "cp";
 
 enum class RotateMethod : uint8_t {
@@ -71,6 +73,7 @@ struct Mesh {
   int64_t Ring() const { return Size(kRingAxis); }
   int64_t Ulysses() const { return Size(kUlyssesAxis); }
   int64_t Tp() const { return Size(kTpAxis); }
+  int64_t Cfg() const { return Size(kCfgAxis); }
   int64_t Cp() const { return Ring() * Ulysses(); }
   bool Uneven() const { return ulysses_anything || ring_anything; }
   // "ring=2,ulysses=2,tp=1"
@@ -85,14 +88,16 @@ struct Workload {
 // ---------------------------------------------------------------------------------------------
 // Steps
 
-// Split one tensor along `dim` over the CP group; rank r keeps `sizes[r]` entries (contiguous,
-// in rank order). Even splits are `chunk`, uneven ones `tensor_split` (first ranks one more).
+// Split one tensor along `dim` over `group` (the CP group, or the cfg axis: guidance branches
+// along the batch); rank r of the group keeps `sizes[r]` entries (contiguous, in rank order).
+// Even splits are `chunk`, uneven ones `tensor_split` (first ranks one more).
 struct Split {
   enum class Target : uint8_t {
     kArgument,  // a forward argument, before forward (by name; `element` picks a tuple element)
     kOutput,    // output `output` of forward, after forward (diffusers' split_output)
   };
   Target target = Target::kArgument;
+  std::string group = std::string(kCpGroup);  // kCpGroup or kCfgAxis
   std::string argument;      // kArgument
   int64_t element = -1;      // kArgument: tuple/list element, -1 = the argument itself
   int64_t output = -1;       // kOutput
@@ -106,9 +111,10 @@ struct Split {
 };
 std::string_view SplitTargetName(Split::Target t);
 
-// All-gather output `output` along `dim` over the CP group after forward; every rank ends with
-// the full tensor. `sizes` are the per-rank lengths being gathered.
+// All-gather output `output` along `dim` over `group` (as Split) after forward; every rank ends
+// with the full tensor. `sizes` are the per-rank lengths being gathered.
 struct Gather {
+  std::string group = std::string(kCpGroup);
   int64_t output = 0;
   int64_t dim = 0;
   int64_t rank = 0;
@@ -239,6 +245,7 @@ struct ProgramEdit {
                  // `new_value` is the full normalized width
   };
   Kind kind = Kind::kSplit;
+  std::string group = std::string(kCpGroup);  // kSplit, kGather: kCpGroup or kCfgAxis
   std::string value;
   std::string node;
   std::string scope;
@@ -288,6 +295,11 @@ struct ExecutionPlan {
 // The even/uneven split of `length` over `parts` ranks: chunk semantics when `length` divides
 // (all equal), tensor_split semantics otherwise (the first length % parts ranks get one more).
 std::vector<int64_t> SplitSizes(int64_t length, int64_t parts);
+
+// The rows of a batch of `batch` that the first cfg rank holds: its share of the guidance branches
+// when `batch` is the length the plan splits over cfg, else `batch`. The first rank holds the
+// most (uneven splits give the first ranks one more), so the cost model counts its bytes.
+int64_t FirstCfgRankBatch(const ExecutionPlan& plan, int64_t batch);
 
 // Recomputes `plan.cost` from the steps' costs: per-axis bytes and collectives are summed over
 // steps times their `calls`; weight bytes are the steps' weight bytes plus

@@ -5,7 +5,7 @@
 namespace weft::plan {
 namespace {
 
-constexpr std::array<std::string_view, 3> kAxisNames = {kRingAxis, kUlyssesAxis, kTpAxis};
+constexpr std::array<std::string_view, 4> kAxisNames = {kRingAxis, kUlyssesAxis, kTpAxis, kCfgAxis};
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -71,7 +71,7 @@ std::string UnknownAxisHint(std::string_view name) {
     }
   }
   if (!best.empty()) return "; did you mean `" + std::string(best) + "`?";
-  return "; weft's mesh axes are `ring`, `ulysses` and `tp` (and the key `order`)";
+  return "; weft's mesh axes are `ring`, `ulysses`, `tp` and `cfg` (and the key `order`)";
 }
 
 std::string MaxText() { return std::to_string(kMaxMeshWorldSize) + " ranks a mesh may have"; }
@@ -82,20 +82,22 @@ int64_t MeshSpec::Size(std::string_view axis) const {
   if (axis == kRingAxis) return ring;
   if (axis == kUlyssesAxis) return ulysses;
   if (axis == kTpAxis) return tp;
+  if (axis == kCfgAxis) return cfg;
   return 1;
 }
 
 std::vector<MeshAxis> MeshSpec::Axes(bool all_axes) const {
   std::vector<MeshAxis> axes;
   for (std::string_view a : order) {
-    if (all_axes || std::find(given.begin(), given.end(), a) != given.end()) {
+    const bool named = std::find(given.begin(), given.end(), a) != given.end();
+    if (named || (all_axes && a != kCfgAxis)) {
       axes.push_back({std::string(a), Size(a)});
     }
   }
   return axes;
 }
 
-std::optional<std::array<std::string_view, 3>> ParseMeshOrder(std::string_view text, std::string* error,
+std::optional<std::array<std::string_view, 4>> ParseMeshOrder(std::string_view text, std::string* error,
                                                                const std::string& context) {
   auto fail = [&](const std::string& message) {
     if (error != nullptr) *error = context + message;
@@ -104,25 +106,32 @@ std::optional<std::array<std::string_view, 3>> ParseMeshOrder(std::string_view t
   const std::string_view trimmed = Trim(text);
   const char sep = trimmed.find(':') != std::string_view::npos ? ':' : ',';
   std::vector<std::string_view> names = SplitOn(trimmed, sep);
-  std::array<std::string_view, 3> order{};
-  if (names.size() != 3) {
+  if (names.size() != 3 && names.size() != 4) {
     return fail("order `" + std::string(trimmed) + "` names " + std::to_string(names.size()) +
-                " axes; it names the three axes ring, ulysses and tp, outermost first (e.g. tp:ring:ulysses)");
+                " axes; it names the three axes ring, ulysses and tp, outermost first (e.g. tp:ring:ulysses), or "
+                "those and cfg");
   }
-  for (size_t i = 0; i < 3; ++i) {
+  std::array<std::string_view, 4> order{};
+  const size_t first = names.size() == 3 ? 1 : 0;  // three names: cfg stays outermost
+  order[0] = kCfgAxis;
+  for (size_t i = 0; i < names.size(); ++i) {
     const std::string_view name = Trim(names[i]);
     std::optional<std::string_view> axis = KnownAxis(name);
     if (!axis) {
       return fail("order `" + std::string(trimmed) + "` names unknown axis `" + std::string(name) + "`" +
                   UnknownAxisHint(name));
     }
-    for (size_t k = 0; k < i; ++k) {
+    if (first == 1 && *axis == kCfgAxis) {
+      return fail("order `" + std::string(trimmed) + "` places `cfg` among three axes; name all four (e.g. "
+                  "tp:ring:ulysses:cfg) or leave cfg out to keep it outermost");
+    }
+    for (size_t k = first; k < first + i; ++k) {
       if (order[k] == *axis) {
         return fail("order `" + std::string(trimmed) + "` names `" + std::string(*axis) +
-                    "` twice; it names each of ring, ulysses and tp once, outermost first");
+                    "` twice; it names each of ring, ulysses and tp (and cfg) once, outermost first");
       }
     }
-    order[i] = *axis;
+    order[first + i] = *axis;
   }
   return order;
 }
@@ -194,13 +203,18 @@ std::optional<MeshSpec> ParseMeshSpec(std::string_view text, std::string* error)
     if (*axis == kRingAxis) spec.ring = size;
     if (*axis == kUlyssesAxis) spec.ulysses = size;
     if (*axis == kTpAxis) spec.tp = size;
+    if (*axis == kCfgAxis) spec.cfg = size;
     spec.given.push_back(*axis);
   }
-  // Each size is at most 2^16, so the product of three fits easily before the check.
-  if (spec.WorldSize() > kMaxMeshWorldSize) {
+  // Each size is at most 2^16, so the product of three fits in int64; the fourth is checked first.
+  const int64_t three = spec.ring * spec.ulysses * spec.tp;
+  if (three > kMaxMeshWorldSize || three * spec.cfg > kMaxMeshWorldSize) {
+    const std::string product =
+        three > kMaxMeshWorldSize ? std::to_string(three) + (spec.cfg > 1 ? " x cfg " + std::to_string(spec.cfg) : "")
+                                  : std::to_string(three * spec.cfg);
     return fail("ring " + std::to_string(spec.ring) + " x ulysses " + std::to_string(spec.ulysses) + " x tp " +
-                std::to_string(spec.tp) + " = " + std::to_string(spec.WorldSize()) + " ranks, more than the " +
-                MaxText());
+                std::to_string(spec.tp) + (spec.cfg > 1 ? " x cfg " + std::to_string(spec.cfg) : "") + " = " +
+                product + " ranks, more than the " + MaxText());
   }
   return spec;
 }

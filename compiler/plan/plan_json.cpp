@@ -48,6 +48,7 @@ J SplitJson(const Split& s) {
   j["global_size"] = s.global_size;
   j["sizes"] = s.sizes;
   j["uneven"] = s.uneven;
+  if (s.group != kCpGroup) j["group"] = s.group;
   j["origin"] = OriginJson<J>(s.origin);
   return j;
 }
@@ -61,6 +62,7 @@ J GatherJson(const Gather& g) {
   j["global_size"] = g.global_size;
   j["sizes"] = g.sizes;
   j["uneven"] = g.uneven;
+  if (g.group != kCpGroup) j["group"] = g.group;
   j["origin"] = OriginJson<J>(g.origin);
   return j;
 }
@@ -159,6 +161,7 @@ J EditJson(const ProgramEdit& e) {
     j["dim"] = e.dim;
     j["rank"] = e.rank;
     j["uneven"] = e.uneven;
+    if (e.group != kCpGroup) j["group"] = e.group;
   }
   if (e.kind == ProgramEdit::Kind::kArgument) {
     if (!e.value.empty()) j["dim"] = e.dim;
@@ -341,6 +344,14 @@ class Reader {
     }
   }
 
+  // A split's or gather's group: absent = the CP group, else "cfg".
+  void Group(const OJson& obj, const std::string& ptr, std::string& out) {
+    Str(obj, "group", ptr, out, false);
+    if (out != kCpGroup && out != kCfgAxis) {
+      Error(Child(ptr, "group"), "unknown group `" + out + "`; expected `cp` (the default) or `cfg`");
+    }
+  }
+
   void ReadOrigin(const OJson& obj, const std::string& ptr, Origin& o) {
     const OJson* j = Field(obj, "origin", ptr);
     if (!j) return;
@@ -389,8 +400,8 @@ void ReadProgram(Reader& r, const OJson& j, ProgramEdits& out) {
     const std::string ep = Child(p + "/edits", i);
     const OJson& e = (*edits)[i];
     if (!r.Object(e, ep)) continue;
-    r.Keys(e, ep, {"kind", "value", "node", "scope", "after_producer", "dim", "rank", "uneven", "argument", "element",
-                   "new_value", "bias", "parts", "attention", "module", "origin"});
+    r.Keys(e, ep, {"kind", "value", "node", "scope", "after_producer", "dim", "rank", "uneven", "group", "argument",
+                   "element", "new_value", "bias", "parts", "attention", "module", "origin"});
     ProgramEdit edit;
     r.Enum(e, "kind", ep, edit.kind, ParseProgramEditKind,
            "`split`, `gather`, `attention`, `all_reduce`, `argument` or `norm_stats`");
@@ -401,6 +412,7 @@ void ReadProgram(Reader& r, const OJson& j, ProgramEdits& out) {
     r.Int(e, "dim", ep, edit.dim, false);
     r.Int(e, "rank", ep, edit.rank, false);
     r.Bool(e, "uneven", ep, edit.uneven, false);
+    r.Group(e, ep, edit.group);
     r.Str(e, "argument", ep, edit.argument, false);
     r.Int(e, "element", ep, edit.element, false);
     r.Int(e, "new_value", ep, edit.new_value, false);
@@ -441,7 +453,7 @@ void ReadStep(Reader& r, const OJson& j, const std::string& p, ModuleStep& s) {
         const std::string xp = Child(ap, i);
         if (!r.Object(x, xp)) continue;
         r.Keys(x, xp, {"target", "argument", "element", "output", "dim", "rank", "optional", "global_size",
-                       "sizes", "uneven", "origin"});
+                       "sizes", "uneven", "group", "origin"});
         Split sp;
         std::string target;
         r.Str(x, "target", xp, target);
@@ -463,6 +475,7 @@ void ReadStep(Reader& r, const OJson& j, const std::string& p, ModuleStep& s) {
         r.Int(x, "global_size", xp, sp.global_size);
         r.Ints(x, "sizes", xp, sp.sizes);
         r.Bool(x, "uneven", xp, sp.uneven);
+        r.Group(x, xp, sp.group);
         r.ReadOrigin(x, xp, sp.origin);
         s.splits.push_back(std::move(sp));
       }
@@ -475,7 +488,7 @@ void ReadStep(Reader& r, const OJson& j, const std::string& p, ModuleStep& s) {
         const OJson& x = (*a)[i];
         const std::string xp = Child(ap, i);
         if (!r.Object(x, xp)) continue;
-        r.Keys(x, xp, {"output", "dim", "rank", "global_size", "sizes", "uneven", "origin"});
+        r.Keys(x, xp, {"output", "dim", "rank", "global_size", "sizes", "uneven", "group", "origin"});
         Gather g;
         r.Int(x, "output", xp, g.output);
         r.Int(x, "dim", xp, g.dim);
@@ -483,6 +496,7 @@ void ReadStep(Reader& r, const OJson& j, const std::string& p, ModuleStep& s) {
         r.Int(x, "global_size", xp, g.global_size);
         r.Ints(x, "sizes", xp, g.sizes);
         r.Bool(x, "uneven", xp, g.uneven);
+        r.Group(x, xp, g.group);
         r.ReadOrigin(x, xp, g.origin);
         s.gathers.push_back(std::move(g));
       }
@@ -803,11 +817,13 @@ std::string DumpPlan(const ExecutionPlan& p) {
         out << "output " << x.output;
       }
       out << " dim " << x.dim << " rank " << x.rank << (x.optional ? " optional" : "") << ": " << x.global_size
-          << " -> " << Sizes(x.sizes) << (x.uneven ? " uneven" : "") << "  @ " << x.origin.ToString() << "\n";
+          << " -> " << Sizes(x.sizes) << (x.uneven ? " uneven" : "") << (x.group != kCpGroup ? " over " + x.group : "")
+          << "  @ " << x.origin.ToString() << "\n";
     }
     for (const Gather& g : s.gathers) {
       out << "  gather output " << g.output << " dim " << g.dim << " rank " << g.rank << ": " << Sizes(g.sizes)
-          << " -> " << g.global_size << (g.uneven ? " uneven" : "") << "  @ " << g.origin.ToString() << "\n";
+          << " -> " << g.global_size << (g.uneven ? " uneven" : "") << (g.group != kCpGroup ? " over " + g.group : "")
+          << "  @ " << g.origin.ToString() << "\n";
     }
     if (s.attention) {
       const Attention& a = *s.attention;

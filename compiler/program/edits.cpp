@@ -1,5 +1,6 @@
 #include "compiler/program/edits.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
@@ -208,6 +209,15 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
         throw ProgramError(where + ": edit " + std::string(plan::ProgramEditKindName(e.kind)) + " of `" + e.module +
                            "` is not supported yet");
     }
+  }
+
+  // A value gathered over both the CP group and cfg: the branches last, so that cfg moves whole
+  // sequences (what the cost model counts, compiler/lower/lower.cpp).
+  for (auto& [value, list] : after) {
+    std::stable_sort(list.begin(), list.end(), [&](size_t a, size_t b) {
+      auto last = [&](size_t i) { return edits.edits[i].kind == Kind::kGather && edits.edits[i].group == plan::kCfgAxis; };
+      return !last(a) && last(b);
+    });
   }
 
   std::unordered_map<std::string, std::string> renamed;  // value -> what every later use reads

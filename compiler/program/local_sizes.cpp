@@ -126,7 +126,7 @@ class LocalSizes {
       if (e.kind == Kind::kGather) gathered_.insert(e.value);
       if (e.kind == Kind::kAttention) attention_.emplace(e.node, i);
       if (e.kind != Kind::kSplit) continue;
-      uneven_ = e.uneven;  // the mesh's, on every split
+      if (e.group == plan::kCpGroup) uneven_ = e.uneven;  // the mesh's, on every CP split
       const std::string length = FullLength(e.value, e.dim);
       if (length.empty()) continue;  // a constant length: no symbolic size derives from it
       all_lengths_.emplace(length, i);
@@ -212,6 +212,7 @@ class LocalSizes {
         e.value = at->second.first;
         e.dim = at->second.second;
         e.new_value = sign;
+        e.group = origin.group;  // which walk (compiler/program/shard_flow.cpp) the local size belongs to
         e.module = origin.module;
         e.origin = origin.origin;
         added_.push_back(std::move(e));
@@ -219,17 +220,22 @@ class LocalSizes {
     }
   }
 
-  // A factory's output combined with shards, built at a split's full length: built locally
-  // instead, and a shard from then on. True when it was.
-  bool LocalizeFactory(const std::string& t) {
+  // A factory's output combined with shards, built at a full length that a split of the same
+  // group as theirs cuts (`with`: the lengths the node's sharded inputs carry): built locally
+  // instead, and a shard from then on. True when it was. (The group's lengths: a joint mask's
+  // ones over the image meet text shards; a text-length arange meeting a mask split only over the
+  // guidance branches stays whole along the text.)
+  bool LocalizeFactory(const std::string& t, const FullLengths& with) {
     auto at = producer_.find(t);
     if (at == producer_.end() || !IsFactory(p_.nodes[at->second].target) || localized_.count(t)) return false;
     const TensorMeta* meta = p_.FindTensor(t);
     if (meta == nullptr) return false;
+    std::set<std::string> groups;
+    for (const auto& [length, edit] : with) groups.insert(edits_.edits[edit].group);
     FullLengths of;
     for (const SymInt& size : meta->sizes) {
       auto it = all_lengths_.find(canonical_.Of(size));
-      if (it != all_lengths_.end()) of.insert(*it);
+      if (it != all_lengths_.end() && groups.count(edits_.edits[it->second].group)) of.insert(*it);
     }
     if (of.empty()) return false;
     Localize(at->second, of, {});
@@ -263,8 +269,9 @@ class LocalSizes {
     }
     if (auto site = attention_.find(n.name); site != attention_.end()) CheckAttentionKeys(n, site->second);
     if (!lengths.empty()) {
+      const FullLengths carried = lengths;
       for (const std::string& t : full_inputs) {
-        if (LocalizeFactory(t)) lengths.insert(shard_[t].begin(), shard_[t].end());
+        if (LocalizeFactory(t, carried)) lengths.insert(shard_[t].begin(), shard_[t].end());
       }
       Localize(index, lengths, local);
       if (auto site = attention_.find(n.name); site != attention_.end() && !local_attention_.count(site->second)) {
@@ -338,7 +345,12 @@ class LocalSizes {
     for (const NamedArgument& in : n.inputs) {
       if (in.name == "attn_mask" && in.arg.kind == Argument::Kind::kTensor) mask = in.arg.name;
     }
-    if (mask.empty() || !ShardOf(n, mask).empty()) return;
+    if (mask.empty()) return;
+    // A mask already split with its keys needs no split here; one that is only a shard of the
+    // guidance branches (the batch, over cfg) still holds every key.
+    for (const auto& [length, edit] : ShardOf(n, mask)) {
+      if (edits_.edits[edit].group == plan::kCpGroup) return;
+    }
     const TensorMeta* meta = p_.FindTensor(mask);
     if (meta == nullptr || meta->sizes.empty()) return;
     const std::string module = ModuleOf(p_, n);

@@ -183,7 +183,7 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
     std::vector<plan::Collective> mask;
     for (const model::AttentionCall& call : calls->calls) {
       if (call.q.empty() || call.k.size() < 2) continue;
-      for (const plan::Collective& m : plan::KeyMaskCollectives(call.q[0], call.k[1], s.attention->ulysses,
+      for (const plan::Collective& m : plan::KeyMaskCollectives(plan::FirstCfgRankBatch(plan, call.q[0]), call.k[1], s.attention->ulysses,
                                                                  s.attention->ring, s.attention->rotate_method,
                                                                  additive.count(s.module) > 0)) {
         plan::AddCollective(mask, m);
@@ -226,9 +226,11 @@ plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program
       for (const CallValues& call : calls) {
         plan::ProgramEdit e;
         e.kind = plan::ProgramEdit::Kind::kSplit;
+        e.group = split.group;
         e.dim = split.dim;
         e.rank = split.rank;
-        e.uneven = plan.mesh.Uneven();
+        // Branches over cfg split unevenly whenever the axis does not divide them (no flag needed).
+        e.uneven = split.group == plan::kCfgAxis ? split.uneven : plan.mesh.Uneven();
         e.module = step.module;
         e.origin = split.origin;
         if (split.target == plan::Split::Target::kArgument) {
@@ -273,10 +275,11 @@ plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program
         }
         plan::ProgramEdit e;
         e.kind = plan::ProgramEdit::Kind::kGather;
+        e.group = gather.group;
         e.value = call.outputs[static_cast<size_t>(gather.output)];
         e.dim = gather.dim;
         e.rank = gather.rank;
-        e.uneven = plan.mesh.Uneven();
+        e.uneven = gather.group == plan::kCfgAxis ? gather.uneven : plan.mesh.Uneven();
         e.module = step.module;
         e.origin = gather.origin;
         out.edits.push_back(std::move(e));

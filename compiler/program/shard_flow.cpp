@@ -83,12 +83,18 @@ bool Elementwise(const std::string& target) {
                    "contiguous.default", "alias.default", "detach.default", "dropout.default", "copy_.default",
                    "copy.default", "empty_like.default", "zeros_like.default", "ones_like.default",
                    "full_like.default", "type_as.default", "softplus.default", "leaky_relu.default",
-                   "hardswish.default", "mish.default", "elu.default", "log1p.default", "expm1.default"});
+                   "hardswish.default", "mish.default", "elu.default", "log1p.default", "expm1.default",
+                   "__and__.Tensor", "__or__.Tensor", "bitwise_and.Tensor", "bitwise_or.Tensor",
+                   "bitwise_not.default", "logical_and.default", "logical_or.default", "logical_not.default",
+                   "eq.Scalar", "eq.Tensor", "ne.Scalar", "ne.Tensor", "gt.Scalar", "gt.Tensor", "lt.Scalar",
+                   "lt.Tensor", "ge.Scalar", "ge.Tensor", "le.Scalar", "le.Tensor", "fill.Tensor", "fill.Scalar"});
 }
 
 class ShardFlow {
  public:
-  enum class Axis : uint8_t { kTp, kCp };
+  // kCfg: the guidance branches, split along the batch over the cfg axis; followed like a
+  // context-parallel split (its own walk: a value may be split over both, on different dims).
+  enum class Axis : uint8_t { kTp, kCp, kCfg };
 
   // Reads the plan's edits from `in`; appends the edits it decides to `out` (none: a check only).
   ShardFlow(Axis axis, const plan::ExecutionPlan& plan, const Program& p, const plan::ProgramEdits& in,
@@ -102,14 +108,14 @@ class ShardFlow {
       ShardParameters();
       if (sharded_.empty()) return;
     } else {
-      if (plan_.mesh.Cp() <= 1) return;
+      if ((axis_ == Axis::kCp ? plan_.mesh.Cp() : plan_.mesh.Cfg()) <= 1) return;
       CollectSplits();
       if (sharded_.empty() && scoped_.empty() && after_.empty()) return;
     }
     for (const Node& n : p_.nodes) {
       current_ = &n;
       Visit(n);
-      if (axis_ == Axis::kCp) AfterProducer(n);
+      if (!Tp()) AfterProducer(n);
     }
     current_ = nullptr;
     for (const Argument& o : p_.outputs) {
@@ -130,6 +136,8 @@ class ShardFlow {
 
  private:
   bool Tp() const { return axis_ == Axis::kTp; }
+  // The group of the splits and gathers this walk follows.
+  std::string_view Group() const { return axis_ == Axis::kCfg ? plan::kCfgAxis : plan::kCpGroup; }
 
   // The plan's splits and gathers (edits), the attention nodes it runs context-parallel, and the
   // factories local_sizes.h builds at a local length (they are split like the shards they meet).
@@ -143,6 +151,9 @@ class ShardFlow {
       for (const std::string& v : a.TensorNames()) graph_input.insert(v);
     }
     for (const plan::ProgramEdit& e : in_.edits) {
+      if ((e.kind == Kind::kSplit || e.kind == Kind::kGather || e.kind == Kind::kArgument) && e.group != Group()) {
+        continue;
+      }
       Sharding s;
       s.dim = e.dim;
       if (e.kind == Kind::kSplit) {
@@ -158,7 +169,7 @@ class ShardFlow {
         }
       } else if (e.kind == Kind::kGather) {
         gathers_[e.value] = {rule(e), e.dim};
-      } else if (e.kind == Kind::kAttention) {
+      } else if (e.kind == Kind::kAttention && axis_ == Axis::kCp) {
         attention_.insert(e.node);
       } else if (e.kind == Kind::kArgument && !e.value.empty()) {
         // A factory's size list element is its output dim; arange's single length is dim 0.
@@ -297,7 +308,10 @@ class ShardFlow {
                            const std::string& what) const {
     const std::string module = ModuleOf(n);
     throw PlanEditError(ForAxis(check), rules_[s.rule].origin,
-                        where_ + (Tp() ? ": tensor parallelism cannot shard node `" : ": a context-parallel split cannot pass node `") +
+                        where_ +
+                            (Tp()                    ? ": tensor parallelism cannot shard node `"
+                             : axis_ == Axis::kCfg ? ": a split of the guidance branches (cfg) cannot pass node `"
+                                                     : ": a context-parallel split cannot pass node `") +
                             n.name + "` (" + ShortOp(n.target) + ")" +
                             (module.empty() ? std::string(" at the root") : " in module `" + module + "`") + ": " + what +
                             "; it reads `" + value + (Tp() ? "`, tp-sharded along dim " : "`, split along dim ") +
@@ -459,7 +473,7 @@ class ShardFlow {
       if (d == st.dim) Refuse(EditCheck::kTpReducesShardedDim, n, self, st, "it picks indices along the sharded dim");
       return Set(outs[0], st.dim, st.blocks, st.rule);
     }
-    if (in.size() > 1 && !OneOf(t, {"cat.default", "stack.default", "scaled_dot_product_attention.default",
+    if (in.size() > 1 && !OneOf(t, {"cat.default", "concat.default", "stack.default", "scaled_dot_product_attention.default",
                                      "rms_norm.default"})) {
       Refuse(EditCheck::kTpUnsupportedOperator, n, in[1].first, in[1].second, "reads two sharded tensors");
     }
@@ -508,6 +522,19 @@ class ShardFlow {
     }
     if (OneOf(t, {"repeat_interleave.self_int"})) {
       const std::optional<int64_t> dim = IntArg(n, "dim");
+      const std::optional<int64_t> repeats = IntArg(n, "repeats");
+      if (dim && Norm(*dim, rank) == s.dim && !Tp() && repeats && *repeats > 0) {
+        // Each element repeated in place: a rank's rows stay its own, each block `repeats` times
+        // longer (HunyuanVideo's text mask per head, along the batch of branches). A constant
+        // output size would be the full one.
+        const Argument* size = Arg(n, "output_size");
+        if (size != nullptr && size->kind == AK::kInt) {
+          Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it repeats elements along the split dim to a constant total size");
+        }
+        std::vector<int64_t> blocks = s.blocks;
+        for (int64_t& b : blocks) b *= *repeats;
+        return Set(out, s.dim, blocks, s.rule);
+      }
       if (!dim || Norm(*dim, rank) == s.dim) Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it repeats elements along the sharded dim");
       return Set(out, s.dim, s.blocks, s.rule);
     }
@@ -524,8 +551,10 @@ class ShardFlow {
     }
     if (OneOf(t, {"slice.Tensor"})) return Slice(n, value, s);
     if (OneOf(t, {"split_with_sizes.default", "split.Tensor", "chunk.default"})) return Split(n, value, s);
-    if (OneOf(t, {"cat.default", "stack.default"})) return Concat(n);
-    if (OneOf(t, {"scaled_dot_product_attention.default"})) return Tp() ? Attention(n) : SplitAttention(n);
+    if (OneOf(t, {"cat.default", "concat.default", "stack.default"})) return Concat(n);
+    if (OneOf(t, {"scaled_dot_product_attention.default"})) {
+      return Tp() ? Attention(n) : axis_ == Axis::kCfg ? BranchAttention(n) : SplitAttention(n);
+    }
     if (OneOf(t, {"rms_norm.default", "layer_norm.default", "native_layer_norm.default"})) return Norm(n, value, s);
     if (OneOf(t, {"mean.dim", "sum.dim_IntList", "amax.default", "amin.default", "any.dim", "any.dims", "max.dim",
                   "min.dim", "var.correction", "std.correction", "argmax.default", "logsumexp.default"})) {
@@ -541,6 +570,22 @@ class ShardFlow {
         Refuse(EditCheck::kTpUnsupportedOperator, n, value, s, "reads the size of the sharded dim (on a shard it is the local size)");
       }
       return;
+    }
+    if (OneOf(t, {"repeat.default"})) {  // tiles each dim `repeats[i]` times (new leading dims first)
+      const std::vector<int64_t> repeats = IntsArg(n, "repeats");
+      const int64_t d = s.dim + static_cast<int64_t>(repeats.size()) - rank;
+      if (d < 0 || d >= static_cast<int64_t>(repeats.size()) || repeats[static_cast<size_t>(d)] != 1) {
+        Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it tiles the sharded dim");
+      }
+      return Set(out, d, s.blocks, s.rule);
+    }
+    if (OneOf(t, {"conv1d.default", "conv2d.default", "conv3d.default", "convolution.default"})) {
+      // Each sample apart (N, C, ...): a sharding of the batch passes; channels and the spatial
+      // dims are mixed by the kernel.
+      if (TensorArg(n, "input") != value || s.dim != 0 || in.size() > 1) {
+        Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "a convolution mixes its channels and neighbouring positions");
+      }
+      return Set(out, 0, s.blocks, s.rule);
     }
     Refuse(EditCheck::kTpUnsupportedOperator, n, value, s, "weft does not follow a sharding through this operator");
   }
@@ -819,6 +864,35 @@ class ShardFlow {
     if (sq != nullptr) Set(Outputs(n)[0], 2, sq->blocks, sq->rule);
   }
 
+  // Guidance branches: attention runs each batch row apart, so Q, K and V (B, H, S, D) must all
+  // carry this rank's branches (dim 0), and so must a mask that varies along the batch.
+  void BranchAttention(const Node& n) {
+    const std::string q = TensorArg(n, "query"), k = TensorArg(n, "key"), v = TensorArg(n, "value");
+    const std::string mask = TensorArg(n, "attn_mask");
+    const Sharding* sq = Find(q);
+    const Sharding* sk = Find(k);
+    const Sharding* sv = Find(v);
+    const Sharding* any = sq ? sq : sk ? sk : sv;
+    const std::string any_name = sq ? q : sk ? k : v;
+    if (any == nullptr) {  // only the mask is split
+      Refuse(EditCheck::kTpColwiseEscapes, n, mask, *Find(mask), "its mask is split over the branches but its queries, keys and values are whole");
+    }
+    for (const auto& [role, name, s] : {std::tuple{"query", q, sq}, std::tuple{"key", k, sk}, std::tuple{"value", v, sv}}) {
+      if (s == nullptr) {
+        Refuse(EditCheck::kTpColwiseEscapes, n, any_name, *any,
+               std::string("its ") + role + " `" + name + "` holds every branch while another of Q/K/V holds this rank's");
+      }
+      if (s->dim != 0) Refuse(EditCheck::kTpReducesShardedDim, n, name, *s, "attention mixes along the split dim (not its batch)");
+    }
+    if (!mask.empty() && Find(mask) == nullptr) {
+      const int64_t d = 4 - Rank(mask);  // the mask's batch dim, once broadcast to (B, H, Sq, Skv)
+      if (d <= 0 && !StaticOne(mask, -d)) {
+        Refuse(EditCheck::kTpColwiseEscapes, n, q, *sq, "its mask `" + mask + "` holds every branch (it varies along the batch) while the queries hold this rank's; split the mask's source with the branches");
+      }
+    }
+    Set(Outputs(n)[0], 0, any->blocks, any->rule);
+  }
+
   void Norm(const Node& n, const std::string& value, const Sharding& s) {
     const std::string input = TensorArg(n, "input");
     const Sharding* x = Find(input);
@@ -906,6 +980,7 @@ void AddTensorParallelEdits(const plan::ExecutionPlan& plan, const Program& prog
 
 void CheckSplitDataflow(const plan::ExecutionPlan& plan, const Program& program, const plan::ProgramEdits& edits) {
   ShardFlow(ShardFlow::Axis::kCp, plan, program, edits, nullptr).Run();
+  ShardFlow(ShardFlow::Axis::kCfg, plan, program, edits, nullptr).Run();
 }
 
 }  // namespace weft::program

@@ -22,7 +22,9 @@
 //               takes its mean of squares over the tp group
 //
 // Context parallelism (CheckSplitDataflow) -- a split shards a sequence dim, a gather ends it;
-// the sizes are made local by compiler/program/local_sizes.h, so this only checks.
+// the sizes are made local by compiler/program/local_sizes.h, so this only checks. Guidance
+// branches (splits over cfg, along the batch) are followed the same way in a walk of their own;
+// attention passes them when Q, K, V (and a mask that varies along the batch) all carry them.
 //
 // Anything else a sharding meets is refused (PlanEditError naming the node, its module and the
 // rule the sharding comes from): a reduction, softmax or norm over the sharded dim, a reshape
@@ -41,7 +43,7 @@ namespace weft::program {
 // Throws PlanEditError as described above.
 void AddTensorParallelEdits(const plan::ExecutionPlan& plan, const Program& program, plan::ProgramEdits& edits);
 
-// Follows the context-parallel splits of `edits` (the plan's, with every local-size edit made)
+// Follows the context-parallel splits and the splits of guidance branches of `edits` (the plan's, with every local-size edit made)
 // to their gathers. Throws PlanEditError as described above.
 void CheckSplitDataflow(const plan::ExecutionPlan& plan, const Program& program, const plan::ProgramEdits& edits);
 

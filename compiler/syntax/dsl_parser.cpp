@@ -34,11 +34,14 @@ WEFT_DIAGNOSTIC(MisspelledKeyword, Error, "unknown keyword `{0}`; did you mean `
                 std::string, std::string);
 WEFT_DIAGNOSTIC(UnexpectedEquals, Error, "unexpected `=`{0}", std::string);
 WEFT_DIAGNOSTIC(UnknownSection, Error, "unknown section `{0}`{1}", std::string, std::string);
-WEFT_DIAGNOSTIC(UnknownStatement, Error, "unknown statement `{0}` in `context_parallel`{1}",
-                std::string, std::string);
+WEFT_DIAGNOSTIC(UnknownStatement, Error, "unknown statement `{0}` in `{1}`{2}", std::string, std::string,
+                std::string);
+WEFT_DIAGNOSTIC(AttentionInGuidance, Error,
+                "`attention` rules belong in `context_parallel`; `guidance_parallel` splits and gathers the "
+                "batch of guidance branches, which attention never mixes", );
 WEFT_DIAGNOSTIC(UnknownField, Error, "unknown field `{0}`{1}", std::string, std::string);
 
-const std::vector<std::string> kSections = {"context_parallel", "tensor_parallel"};
+const std::vector<std::string> kSections = {"context_parallel", "tensor_parallel", "guidance_parallel"};
 const std::vector<std::string> kCpStatements = {"split", "gather", "attention"};
 const std::vector<std::string> kTpStyles = {"colwise", "rowwise", "replicate"};
 const std::vector<std::string> kFields = {"dim", "rank", "optional"};
@@ -159,7 +162,7 @@ class ErrorListener : public antlr4::BaseErrorListener {
       // name is accepted only by an error alternative that diagnoses misspellings; listing
       // it would mislead. (Where a tensor is expected, a name is a real choice.)
       static const std::set<std::string> kStarters = {
-          "context_parallel", "tensor_parallel", "split", "gather", "attention",
+          "context_parallel", "tensor_parallel", "guidance_parallel", "split", "gather", "attention",
           "colwise", "rowwise", "replicate", "for"};
       bool starters = false;
       for (const std::string& keyword : expected_keywords) starters |= kStarters.count(keyword) > 0;
@@ -370,33 +373,11 @@ class AstBuilder {
   // ---- sections --------------------------------------------------------------------------
   void BuildSection(P::SectionContext* section, PlanAst& plan) {
     if (auto* cp = dynamic_cast<P::ContextParallelSectionContext*>(section)) {
-      ContextParallelSection fresh;
-      fresh.range = Range(cp->CONTEXT_PARALLEL());
-      TakeComments(fresh.range.offset, &fresh.comments.leading);
-      bool duplicate = plan.context_parallel.has_value();
-      if (duplicate) {
-        diags_.Build(fresh.range, DuplicateSection, "context_parallel")
-            .Note(plan.context_parallel->range, PreviousSection, "context_parallel")
-            .Emit();
-        plan.has_error = true;
-      } else {
-        plan.context_parallel = std::move(fresh);
-      }
-      ContextParallelSection& target = duplicate ? fresh : *plan.context_parallel;
-      SetLast(&target.comments, cp->LBRACE() ? cp->LBRACE()->getSymbol() : nullptr);
-      std::vector<P::CpStatementContext*> statements = cp->cpStatement();
-      target.rules.reserve(statements.size());
-      for (P::CpStatementContext* statement : statements) {
-        BuildCpStatement(statement, target.rules, plan);
-      }
-      TakeComments(cp->RBRACE() ? Range(cp->RBRACE()).offset : src_.size() + 1,
-                   &target.end_comments);
-      SetLast(nullptr, nullptr);
-      if (Broken(cp)) plan.has_error = true;
-      if (duplicate) {
-        // Keep its rules (they were diagnosed); a binder sees one section.
-        for (CpRule& rule : fresh.rules) plan.context_parallel->rules.push_back(std::move(rule));
-      }
+      BuildSplitSection(cp, cp->CONTEXT_PARALLEL(), cp->LBRACE(), cp->RBRACE(), cp->cpStatement(),
+                        "context_parallel", plan.context_parallel, plan);
+    } else if (auto* g = dynamic_cast<P::GuidanceParallelSectionContext*>(section)) {
+      BuildSplitSection(g, g->GUIDANCE_PARALLEL(), g->LBRACE(), g->RBRACE(), g->cpStatement(), "guidance_parallel",
+                        plan.guidance_parallel, plan);
     } else if (auto* tp = dynamic_cast<P::TensorParallelSectionContext*>(section)) {
       TensorParallelSection fresh;
       fresh.range = Range(tp->TENSOR_PARALLEL());
@@ -439,6 +420,35 @@ class AstBuilder {
     }
   }
 
+  // A section of split/gather rules: context_parallel, or guidance_parallel (no attention rules).
+  void BuildSplitSection(antlr4::ParserRuleContext* ctx, antlr4::tree::TerminalNode* keyword,
+                         antlr4::tree::TerminalNode* lbrace, antlr4::tree::TerminalNode* rbrace,
+                         const std::vector<P::CpStatementContext*>& statements, const char* name,
+                         std::optional<ContextParallelSection>& slot, PlanAst& plan) {
+    ContextParallelSection fresh;
+    fresh.range = Range(keyword);
+    TakeComments(fresh.range.offset, &fresh.comments.leading);
+    const bool duplicate = slot.has_value();
+    if (duplicate) {
+      diags_.Build(fresh.range, DuplicateSection, name).Note(slot->range, PreviousSection, name).Emit();
+      plan.has_error = true;
+    } else {
+      slot = std::move(fresh);
+    }
+    ContextParallelSection& target = duplicate ? fresh : *slot;
+    SetLast(&target.comments, lbrace ? lbrace->getSymbol() : nullptr);
+    target.rules.reserve(statements.size());
+    section_name_ = name;
+    for (P::CpStatementContext* statement : statements) BuildCpStatement(statement, target.rules, plan);
+    TakeComments(rbrace ? Range(rbrace).offset : src_.size() + 1, &target.end_comments);
+    SetLast(nullptr, nullptr);
+    if (Broken(ctx)) plan.has_error = true;
+    if (duplicate) {
+      // Keep its rules (they were diagnosed); a binder sees one section.
+      for (CpRule& rule : fresh.rules) slot->rules.push_back(std::move(rule));
+    }
+  }
+
   // ---- context_parallel ------------------------------------------------------------------
   std::optional<Pattern> BuildPattern(P::PatternContext* ctx) {
     if (ctx == nullptr) return std::nullopt;
@@ -469,7 +479,7 @@ class AstBuilder {
     if (auto* unknown = dynamic_cast<P::UnknownCpStatementContext*>(statement)) {
       if (IsReal(unknown->unknown) && !ContinuesUnknown(unknown->unknown)) {
         std::string word = Text(unknown->unknown);
-        diags_.Emit(Range(unknown->unknown), UnknownStatement, word,
+        diags_.Emit(Range(unknown->unknown), UnknownStatement, word, section_name_,
                     SuggestionSuffix(word, kCpStatements));
       }
       plan.has_error = true;
@@ -491,6 +501,11 @@ class AstBuilder {
       body = gather->shardBody();
     } else if (auto* attention = dynamic_cast<P::AttentionStatementContext*>(statement)) {
       rule.kind = CpRuleKind::kAttention;
+      if (section_name_ == std::string("guidance_parallel")) {
+        diags_.Emit(Range(attention->ATTENTION()), AttentionInGuidance);
+        rule.has_error = true;
+        plan.has_error = true;
+      }
       rule.keyword_range = Range(attention->ATTENTION());
       pattern_ctx = attention->pattern();
       if (attention->attnMode != nullptr && !Broken(attention->attnMode)) {
@@ -716,6 +731,7 @@ class AstBuilder {
   Comments* last_ = nullptr;
   uint32_t last_line_ = 0;
   uint32_t last_unknown_line_ = 0;
+  const char* section_name_ = "context_parallel";  // the split section being built
 };
 
 std::string CommentText(const std::string& token_text) {

@@ -214,16 +214,17 @@ std::string PrintDsl(const PlanAst& plan) {
   Leading(plan.comments.leading, 0, out);
   out += "plan " + plan.name.text + " for " + plan.model.text;
   EndLine(plan.comments, out);
-  if (plan.context_parallel) {
-    const ContextParallelSection& cp = *plan.context_parallel;
+  auto split_section = [&](const std::optional<ContextParallelSection>& section, const char* name) {
+    if (!section) return;
     out += "\n";
-    Leading(cp.comments.leading, 0, out);
-    out += "context_parallel {";
-    EndLine(cp.comments, out);
-    for (const CpRule& rule : cp.rules) PrintCpRule(rule, out);
-    Leading(cp.end_comments, 2, out);
+    Leading(section->comments.leading, 0, out);
+    out += std::string(name) + " {";
+    EndLine(section->comments, out);
+    for (const CpRule& rule : section->rules) PrintCpRule(rule, out);
+    Leading(section->end_comments, 2, out);
     out += "}\n";
-  }
+  };
+  split_section(plan.context_parallel, "context_parallel");
   if (plan.tensor_parallel) {
     const TensorParallelSection& tp = *plan.tensor_parallel;
     out += "\n";
@@ -234,6 +235,7 @@ std::string PrintDsl(const PlanAst& plan) {
     Leading(tp.end_comments, 2, out);
     out += "}\n";
   }
+  split_section(plan.guidance_parallel, "guidance_parallel");
   if (!plan.end_comments.empty()) {
     out += "\n";
     Leading(plan.end_comments, 0, out);
@@ -247,14 +249,16 @@ std::string PrintJson(const PlanAst& plan) {
   j["name"] = plan.name.text;
   j["model"] = plan.model.text;
   AddComments(plan.comments, j);
-  if (plan.context_parallel) {
+  auto split_section = [&](const std::optional<ContextParallelSection>& section, const char* name) {
+    if (!section) return;
     Json cp = Json::object();
-    AddComments(plan.context_parallel->comments, cp);
+    AddComments(section->comments, cp);
     cp["rules"] = Json::array();
-    for (const CpRule& rule : plan.context_parallel->rules) cp["rules"].push_back(CpRuleJson(rule));
-    if (!plan.context_parallel->end_comments.empty()) cp["end_comments"] = plan.context_parallel->end_comments;
-    j["context_parallel"] = std::move(cp);
-  }
+    for (const CpRule& rule : section->rules) cp["rules"].push_back(CpRuleJson(rule));
+    if (!section->end_comments.empty()) cp["end_comments"] = section->end_comments;
+    j[name] = std::move(cp);
+  };
+  split_section(plan.context_parallel, "context_parallel");
   if (plan.tensor_parallel) {
     Json tp = Json::object();
     AddComments(plan.tensor_parallel->comments, tp);
@@ -263,6 +267,7 @@ std::string PrintJson(const PlanAst& plan) {
     if (!plan.tensor_parallel->end_comments.empty()) tp["end_comments"] = plan.tensor_parallel->end_comments;
     j["tensor_parallel"] = std::move(tp);
   }
+  split_section(plan.guidance_parallel, "guidance_parallel");
   if (!plan.end_comments.empty()) j["end_comments"] = plan.end_comments;
   std::string out;
   WriteJson(j, 0, out);
@@ -272,9 +277,10 @@ std::string PrintJson(const PlanAst& plan) {
 std::string Dump(const PlanAst& plan, const DumpOptions& options) {
   std::string out = "plan " + plan.name.text + " for " + plan.model.text +
                     At(plan.header_range, options) + Error(plan.has_error) + "\n";
-  if (plan.context_parallel) {
-    out += "context_parallel" + At(plan.context_parallel->range, options) + "\n";
-    for (const CpRule& rule : plan.context_parallel->rules) {
+  auto split_section = [&](const std::optional<ContextParallelSection>& section, const char* name) {
+    if (!section) return;
+    out += std::string(name) + At(section->range, options) + "\n";
+    for (const CpRule& rule : section->rules) {
       out += "  " + std::string(CpRuleKindName(rule.kind)) + " " + Quoted(rule.pattern);
       if (rule.kind == CpRuleKind::kAttention) out += " " + std::string(AttentionModeName(rule.mode));
       out += At(rule.range, options) + Error(rule.has_error) + "\n";
@@ -283,7 +289,8 @@ std::string Dump(const PlanAst& plan, const DumpOptions& options) {
                Error(item.has_error) + "\n";
       }
     }
-  }
+  };
+  split_section(plan.context_parallel, "context_parallel");
   if (plan.tensor_parallel) {
     out += "tensor_parallel" + At(plan.tensor_parallel->range, options) + "\n";
     for (const TpRule& rule : plan.tensor_parallel->rules) {
@@ -293,6 +300,7 @@ std::string Dump(const PlanAst& plan, const DumpOptions& options) {
       out += At(rule.range, options) + Error(rule.has_error) + "\n";
     }
   }
+  split_section(plan.guidance_parallel, "guidance_parallel");
   return out;
 }
 

@@ -24,6 +24,9 @@ WEFT_DIAGNOSTIC(JsonWrongType, Error, "`{0}` is {1}; expected {2}", std::string,
                 std::string);
 WEFT_DIAGNOSTIC(JsonUnsupportedVersion, Error,
                 "plan format version `{0}`; this weft reads `\"weft_plan\": 1`", std::string);
+WEFT_DIAGNOSTIC(AttentionInGuidance, Error,
+                "`attention` rules belong in `context_parallel`; `guidance_parallel` splits and gathers the "
+                "batch of guidance branches, which attention never mixes", );
 WEFT_DIAGNOSTIC(JsonAmbiguousRule, Error, "{0} has both `{1}` and `{2}`; give one",
                 std::string, std::string, std::string);
 
@@ -42,7 +45,7 @@ std::string EscapePointerToken(const std::string& token) {
 // The DSL's keywords: a name spelled like one could not be printed back as DSL.
 bool IsKeyword(const std::string& s) {
   static const char* const kKeywords[] = {
-      "plan", "for", "context_parallel", "tensor_parallel", "split", "gather", "attention", "output",
+      "plan", "for", "context_parallel", "tensor_parallel", "guidance_parallel", "split", "gather", "attention", "output",
       "dim", "rank", "optional", "packed", "colwise", "rowwise", "replicate", "local"};
   for (const char* keyword : kKeywords) {
     if (s == keyword) return true;
@@ -77,7 +80,7 @@ class JsonPlanReader {
     // Object fields, in the order the schema lists them.
     Fields fields = Collect(*doc, "", "the plan",
                             {"weft_plan", "name", "model", "comments", "comment",
-                             "context_parallel", "tensor_parallel", "end_comments"});
+                             "context_parallel", "tensor_parallel", "guidance_parallel", "end_comments"});
     bool header_ok = true;
     if (const JsonMember* version = fields.Get("weft_plan")) {
       const JsonValue& v = version->value;
@@ -93,8 +96,9 @@ class JsonPlanReader {
     header_ok &= ReadIdentifier(fields, *doc, "the plan", "model", plan.model);
     ReadComments(fields, plan.comments);
     ReadStrings(fields.Get("end_comments"), plan.end_comments);
-    if (const JsonMember* cp = fields.Get("context_parallel")) ReadCp(*cp, plan);
+    if (const JsonMember* cp = fields.Get("context_parallel")) ReadCp(*cp, "context_parallel", plan.context_parallel);
     if (const JsonMember* tp = fields.Get("tensor_parallel")) ReadTp(*tp, plan);
+    if (const JsonMember* g = fields.Get("guidance_parallel")) ReadCp(*g, "guidance_parallel", plan.guidance_parallel);
     CheckStructure(plan, diags_);
     if (diags_.error_count() > errors_before_) plan.has_error = true;
     if (!header_ok) return std::nullopt;
@@ -259,12 +263,12 @@ class JsonPlanReader {
   }
 
   // ---- context_parallel ------------------------------------------------------------------
-  void ReadCp(const JsonMember& section, PlanAst& plan) {
+  // context_parallel, or guidance_parallel (the same rules without `attention`).
+  void ReadCp(const JsonMember& section, const std::string& name, std::optional<ContextParallelSection>& slot) {
     if (!Expect(section.value, Type::kObject, section.key, "an object")) return;
     ContextParallelSection cp;
     cp.range = KeyAt(section);
-    Fields fields = Collect(section.value, "", "`context_parallel`",
-                            {"comments", "comment", "rules", "end_comments"});
+    Fields fields = Collect(section.value, "", "`" + name + "`", {"comments", "comment", "rules", "end_comments"});
     ReadComments(fields, cp.comments);
     ReadStrings(fields.Get("end_comments"), cp.end_comments);
     if (const JsonMember* rules = fields.Get("rules")) {
@@ -272,7 +276,14 @@ class JsonPlanReader {
         for (const JsonValue& rule : rules->value.elements) ReadCpRule(rule, cp.rules);
       }
     }
-    plan.context_parallel = std::move(cp);
+    if (name == "guidance_parallel") {
+      for (CpRule& rule : cp.rules) {
+        if (rule.kind != CpRuleKind::kAttention || rule.has_error) continue;
+        diags_.Emit(rule.keyword_range, AttentionInGuidance);
+        rule.has_error = true;
+      }
+    }
+    slot = std::move(cp);
   }
 
   void ReadCpRule(const JsonValue& v, std::vector<CpRule>& rules) {

@@ -163,6 +163,9 @@ struct PlanAst {
   SourceRange header_range;
   std::optional<ContextParallelSection> context_parallel;
   std::optional<TensorParallelSection> tensor_parallel;
+  // Splits and gathers over the cfg axis (guidance branches along the batch); the same rule
+  // forms as context_parallel except `attention`, which the parser refuses here.
+  std::optional<ContextParallelSection> guidance_parallel;
   std::vector<std::string> end_comments;  // after the last section
   bool has_error = false;  // some part failed to parse (and was diagnosed)
 };

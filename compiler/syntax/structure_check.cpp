@@ -34,8 +34,9 @@ std::string DescribeTarget(const Target& target) {
 }
 
 void CheckStructure(PlanAst& plan, diag::Emitter& diags) {
-  if (plan.context_parallel) {
-    for (CpRule& rule : plan.context_parallel->rules) {
+  for (std::optional<ContextParallelSection>* section : {&plan.context_parallel, &plan.guidance_parallel}) {
+    if (!*section) continue;
+    for (CpRule& rule : (*section)->rules) {
       if (rule.has_error || rule.kind == CpRuleKind::kAttention) continue;
       if (rule.items.empty()) {
         diags.Emit(rule.range, EmptyRule, CpRuleKindName(rule.kind), rule.pattern.text);

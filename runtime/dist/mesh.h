@@ -7,46 +7,44 @@
 
 namespace weft::dist {
 
-// Mesh axes. kRing, kUlysses and kTp are the three base axes (any may have size 1).
-// kCp is the flattened context-parallel group (ring x ulysses, at equal tp coordinate);
-// kWorld is every rank.
-enum class Axis { kRing, kUlysses, kTp, kCp, kWorld };
-inline constexpr int kNumAxes = 5;
+// Mesh axes. kRing, kUlysses, kTp and kCfg are the four base axes (any may have size 1; kCfg
+// holds guidance branches, issue 26). kCp is the flattened context-parallel group (ring x
+// ulysses, at equal tp and cfg coordinates); kWorld is every rank.
+enum class Axis { kRing, kUlysses, kTp, kCfg, kCp, kWorld };
+inline constexpr int kNumAxes = 6;
 inline constexpr std::array<Axis, kNumAxes> kAllAxes = {Axis::kRing, Axis::kUlysses, Axis::kTp,
-                                                       Axis::kCp, Axis::kWorld};
+                                                       Axis::kCfg,  Axis::kCp,      Axis::kWorld};
+inline constexpr int kNumBaseAxes = 4;
+inline constexpr std::array<Axis, kNumBaseAxes> kDefaultOrder = {Axis::kCfg, Axis::kTp, Axis::kRing, Axis::kUlysses};
 
-// "ring", "ulysses", "tp", "cp", "world".
+// "ring", "ulysses", "tp", "cfg", "cp", "world".
 const char* AxisName(Axis axis);
 
 // The shape of a device mesh: a degree per base axis and the order in which the axes are
 // laid over global ranks, outermost first. The innermost axis varies fastest: with the
-// default order {tp, ring, ulysses}, Ulysses groups are contiguous ranks, e.g. ring=2 x
-// ulysses=2 gives ulysses groups {0,1},{2,3} and ring groups {0,2},{1,3}.
+// default order {cfg, tp, ring, ulysses}, Ulysses groups are contiguous ranks, e.g. ring=2 x
+// ulysses=2 gives ulysses groups {0,1},{2,3} and ring groups {0,2},{1,3}; cfg=2 x ulysses=2
+// gives cfg groups {0,2},{1,3}: each guidance branch runs on a contiguous half of the world.
+// (Text is parsed by the compiler's one mesh parser, compiler/plan/mesh_spec.h.)
 struct MeshShape {
   int ring = 1;
   int ulysses = 1;
   int tp = 1;
-  std::array<Axis, 3> order = {Axis::kTp, Axis::kRing, Axis::kUlysses};
+  int cfg = 1;
+  std::array<Axis, kNumBaseAxes> order = kDefaultOrder;
 
-  // Degree of an axis: base axes as stored, kCp = ring * ulysses, kWorld = ring*ulysses*tp.
+  // Degree of an axis: base axes as stored, kCp = ring * ulysses, kWorld = the product of all.
   int Size(Axis axis) const;
-  int WorldSize() const { return ring * ulysses * tp; }
-  // "ring=2,ulysses=2,tp=1" (order omitted when it is the default, else ",order=tp:ring:ulysses").
+  int WorldSize() const { return ring * ulysses * tp * cfg; }
+  // "ring=2,ulysses=2,tp=1", then ",cfg=2" when there is a cfg axis, then ",order=..." when
+  // the order is not the default (the three axes when cfg is outermost, else all four).
   std::string ToString() const;
 };
-
-// Parses "ring=2,ulysses=2,tp=1" (keys in any order, each at most once, missing keys = 1;
-// an optional "order=tp:ring:ulysses" entry names the three base axes outermost first).
-// Throws DistError on an unknown key, a repeated key, a non-integer or < 1 degree, or an
-// order that is not a permutation of ring, ulysses, tp.
-MeshShape ParseMeshShape(std::string_view spec);
-// Parses an order alone: "tp,ring,ulysses" or "tp:ring:ulysses". Throws DistError.
-std::array<Axis, 3> ParseMeshOrder(std::string_view spec);
 
 // Pure rank arithmetic of a mesh over `world_size` ranks. No processes, no torch.
 class Mesh {
  public:
-  // Throws DistError when a degree is < 1, the order is not a permutation of the three base
+  // Throws DistError when a degree is < 1, the order is not a permutation of the four base
   // axes, or shape.WorldSize() != world_size (message shows both numbers).
   Mesh(const MeshShape& shape, int world_size);
 
@@ -58,8 +56,9 @@ class Mesh {
     int ring = 0;
     int ulysses = 0;
     int tp = 0;
+    int cfg = 0;
     bool operator==(const Coords& o) const {
-      return ring == o.ring && ulysses == o.ulysses && tp == o.tp;
+      return ring == o.ring && ulysses == o.ulysses && tp == o.tp && cfg == o.cfg;
     }
   };
   // Coordinates of a global rank, and back. Precondition: 0 <= rank < world_size.

@@ -21,7 +21,7 @@ MeshShape Shape(int ring, int ulysses, int tp,
   s.ring = ring;
   s.ulysses = ulysses;
   s.tp = tp;
-  s.order = order;
+  s.order = {Axis::kCfg, order[0], order[1], order[2]};
   return s;
 }
 

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "compiler/plan/mesh_spec.h"
 #include "runtime/dist/mesh.h"
 #include "runtime/io/safetensors.h"
 
@@ -140,6 +141,12 @@ TEST(WeftRunProgram, PlansOnProgramsMakeTheBuiltInModelsCollectivesAsPredicted) 
       // Audio queries whole on every rank over split video keys (video_to_audio_attn).
       {"", "ltx-2-tiny", "inputs_128x96x17-padded", "ulysses=2"},
       {"", "ltx-2-tiny", "inputs_128x96x17-padded", "ring=2,ulysses=2"},
+      // Guidance branches over cfg (issue 26): the output gather, and the CP and TP collectives
+      // of the first cfg rank's branches -- two of three when cfg=2 does not divide them.
+      {"", "wan-tiny", "inputs_64x64x5", "cfg=2,tp=2"},
+      {"", "flux-tiny", "inputs_128x128-b3", "cfg=2,ulysses=2"},
+      {"", "qwen-image-tiny", "inputs_128x96-b3", "cfg=2,ring=2"},
+      {"", "hunyuanvideo-tiny", "inputs_64x48x9-b3", "cfg=2,ulysses=2"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.program + " on " + c.mesh);
@@ -167,9 +174,11 @@ TEST(WeftRunProgram, PlansOnProgramsMakeTheBuiltInModelsCollectivesAsPredicted) 
     }
     ASSERT_FALSE(predicted.empty());
     // A shape record is 64 bytes all-gathered from each other rank of its group.
-    const weft::dist::MeshShape mesh = weft::dist::ParseMeshShape(p["mesh"].get<std::string>());
-    std::map<std::string, int64_t> size;
-    for (weft::dist::Axis axis : weft::dist::kAllAxes) size[weft::dist::AxisName(axis)] = mesh.Size(axis);
+    std::string mesh_error;
+    const std::optional<weft::plan::MeshSpec> mesh = weft::plan::ParseMeshSpec(p["mesh"].get<std::string>(), &mesh_error);
+    ASSERT_TRUE(mesh) << mesh_error;
+    std::map<std::string, int64_t> size = {{"cp", mesh->ring * mesh->ulysses}, {"world", mesh->WorldSize()}};
+    for (std::string_view axis : mesh->order) size[std::string(axis)] = mesh->Size(axis);
     for (const auto& [axis, m] : measured) {
       const auto want = predicted[axis];
       const int64_t records = m.first - want.first;

@@ -2,8 +2,8 @@
 
 For each plan that has a fixture program, each rule (a split or gather item, an attention
 rule, a tensor-parallel rule; a split block with all its items) is dropped in turn, and
-`weft check --program` runs the copy on ulysses=2 (context-parallel rules) or tp=2
-(tensor-parallel rules). The diagnostic kinds each copy gets are compared with
+`weft check --program` runs the copy on ulysses=2 (context-parallel rules), tp=2
+(tensor-parallel rules) or cfg=2 (guidance-parallel rules). The diagnostic kinds each copy gets are compared with
 tests/program/mutated_plans.expected, one line per mutation:
 
     flux.weft:6 split "" hidden_states -> SplitMixedWithWhole
@@ -34,7 +34,7 @@ PROGRAMS = {
     "hunyuanvideo.weft": ("hunyuanvideo-tiny", "64x48x9"),
 }
 
-SECTION = re.compile(r"^(context_parallel|tensor_parallel)\s*\{")
+SECTION = re.compile(r"^(context_parallel|tensor_parallel|guidance_parallel)\s*\{")
 BLOCK = re.compile(r'^\s*(split|gather)\s+("[^"]*")\s*\{')
 RULE = re.compile(r'^\s*(split|gather|attention|colwise|rowwise|replicate)\s+("[^"]*")(.*)$')
 ITEM = re.compile(r"^\s*(output\s+\d+|[A-Za-z_][A-Za-z0-9_]*)\s+.*$")
@@ -107,7 +107,7 @@ def main():
             program = os.path.join(source, "tests/fixtures/programs", program_dir, "program.pt2")
             with open(path) as f:
                 lines = f.read().split("\n")
-            for mesh in ("ulysses=2", "tp=2"):
+            for mesh in ("ulysses=2", "tp=2") + (("cfg=2",) if "guidance_parallel" in "\n".join(lines) else ()):
                 base = kinds(weft, path, program, workload, mesh)
                 if base:
                     raise SystemExit(f"{name} itself is not clean on {program_dir} at {mesh}: {base}")
@@ -116,7 +116,7 @@ def main():
                 copy = os.path.join(tmp, name)
                 with open(copy, "w") as f:
                     f.write("\n".join(mutated))
-                mesh = "tp=2" if section == "tensor_parallel" else "ulysses=2"
+                mesh = {"tensor_parallel": "tp=2", "guidance_parallel": "cfg=2"}.get(section, "ulysses=2")
                 found = kinds(weft, copy, program, workload, mesh)
                 result.append(f"{name}:{first + 1} {label} on {mesh} -> {' '.join(found) if found else 'clean'}")
     text = "\n".join(result) + "\n"

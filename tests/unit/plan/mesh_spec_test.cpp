@@ -49,8 +49,18 @@ TEST(MeshSpecTest, OrderSpacesAndEmpty) {
   EXPECT_EQ(ParseMeshSpec("ring=256,ulysses=256", &error)->WorldSize(), 65536);
   auto order = ParseMeshOrder("tp,ring,ulysses", &error);  // weft-run's --mesh-order
   ASSERT_TRUE(order);
-  EXPECT_EQ((*order)[0], kTpAxis);
-  EXPECT_EQ((*order)[2], kUlyssesAxis);
+  EXPECT_EQ((*order)[0], kCfgAxis);  // three names: cfg stays outermost
+  EXPECT_EQ((*order)[1], kTpAxis);
+  EXPECT_EQ((*order)[3], kUlyssesAxis);
+  order = ParseMeshOrder("tp:ring:ulysses:cfg", &error);
+  ASSERT_TRUE(order) << error;
+  EXPECT_EQ((*order)[3], kCfgAxis);
+  std::optional<MeshSpec> cfg = ParseMeshSpec("cfg=2,ulysses=2", &error);
+  ASSERT_TRUE(cfg) << error;
+  EXPECT_EQ(cfg->WorldSize(), 4);
+  EXPECT_EQ(AxesText(cfg->Axes(false)), "cfg=2,ulysses=2");
+  EXPECT_EQ(AxesText(cfg->Axes(true)), "cfg=2,tp=1,ring=1,ulysses=2");  // cfg outermost by default
+  EXPECT_EQ(AxesText(s->Axes(true)), "ulysses=3,ring=1,tp=2");           // no cfg axis unless named
 }
 
 TEST(MeshSpecTest, ExactMessages) {
@@ -58,10 +68,17 @@ TEST(MeshSpecTest, ExactMessages) {
             "mesh `ULYSSES=2`: unknown axis `ULYSSES`; did you mean `ulysses`? (mesh keys are lower case)");
   EXPECT_EQ(Error("Ring=2"), "mesh `Ring=2`: unknown axis `Ring`; did you mean `ring`? (mesh keys are lower case)");
   EXPECT_EQ(Error("pipeline=2"),
-            "mesh `pipeline=2`: unknown axis `pipeline`; weft's mesh axes are `ring`, `ulysses` and `tp` (and the key "
-            "`order`)");
+            "mesh `pipeline=2`: unknown axis `pipeline`; weft's mesh axes are `ring`, `ulysses`, `tp` and `cfg` (and "
+            "the key `order`)");
+  EXPECT_EQ(Error("cgf=2"), "mesh `cgf=2`: unknown axis `cgf`; did you mean `cfg`?");
+  EXPECT_EQ(Error("cfg=256,ring=256,ulysses=2"),
+            "mesh `cfg=256,ring=256,ulysses=2`: ring 256 x ulysses 2 x tp 1 x cfg 256 = 131072 ranks, more than the "
+            "65536 ranks a mesh may have");
+  EXPECT_EQ(Error("order=cfg:ring:tp"),
+            "mesh `order=cfg:ring:tp`: order `cfg:ring:tp` places `cfg` among three axes; name all four (e.g. "
+            "tp:ring:ulysses:cfg) or leave cfg out to keep it outermost");
   EXPECT_EQ(Error("foo=2"),
-            "mesh `foo=2`: unknown axis `foo`; weft's mesh axes are `ring`, `ulysses` and `tp` (and the key `order`)");
+            "mesh `foo=2`: unknown axis `foo`; weft's mesh axes are `ring`, `ulysses`, `tp` and `cfg` (and the key `order`)");
   EXPECT_EQ(Error("ulyses=2"), "mesh `ulyses=2`: unknown axis `ulyses`; did you mean `ulysses`?");
   EXPECT_EQ(Error("cp=4"),
             "mesh `cp=4`: `cp` is the ring x ulysses group, not an axis; give its factors as `ring` and `ulysses`");
@@ -94,10 +111,10 @@ TEST(MeshSpecTest, ExactMessages) {
   EXPECT_EQ(Error("=2"), "mesh `=2`: `=2` is not axis=size; expected items like ring=2,ulysses=2,tp=1");
   EXPECT_EQ(Error("order=ring:ring:tp"),
             "mesh `order=ring:ring:tp`: order `ring:ring:tp` names `ring` twice; it names each of ring, ulysses and tp "
-            "once, outermost first");
+            "(and cfg) once, outermost first");
   EXPECT_EQ(Error("order=ring:tp"),
             "mesh `order=ring:tp`: order `ring:tp` names 2 axes; it names the three axes ring, ulysses and tp, "
-            "outermost first (e.g. tp:ring:ulysses)");
+            "outermost first (e.g. tp:ring:ulysses), or those and cfg");
   EXPECT_EQ(Error("order=ring:ulysses:TP"),
             "mesh `order=ring:ulysses:TP`: order `ring:ulysses:TP` names unknown axis `TP`; did you mean `tp`? (mesh "
             "keys are lower case)");
