@@ -174,6 +174,10 @@ bounded() {
 # The environment deps wrote (prefix libraries, pkg-config, Python path), if any.
 load_env() { if [[ -f "$state/env.sh" ]]; then source "$state/env.sh"; fi; }
 kit() { bounded "$python" "$here/kit.py" "$@"; }
+# kit.py's JSON-only commands (line, report-check, report-program: no torch import, well under a
+# second) under a short timeout of their own, not the step's deadline: a weft-run that used up
+# the step still gets its summary line.
+kit_quick() { timeout -k 2 20 "$python" "$here/kit.py" "$@"; }
 
 # ---------------------------------------------------------------------------------------------
 # Steps. Each runs in a subshell with `set -e`, its output in its log; return 3 = skipped (the
@@ -221,7 +225,7 @@ print(json.dumps({"kind": "env", "torch": torch.__version__, "cuda": torch.versi
   gpus=$(echo "$torch_info" | "$python" -c 'import json, sys; print(json.load(sys.stdin)["gpus"])')
   echo "$gpus" >"$state/gpus"
   echo "$torch_info" >"$state/torch.json"
-  say "$(kit line env --json "$state/torch.json") $(nproc) cores; $(grep -m1 '^g++' "$envf" | cut -c1-60); mode $mode"
+  say "$(kit_quick line env --json "$state/torch.json") $(nproc) cores; $(grep -m1 '^g++' "$envf" | cut -c1-60); mode $mode"
   if [[ "$mode" == gpu ]] && ((gpus == 0)); then
     say "env: FAILED: no GPU visible to torch on a GPU call (use --dry-run on a machine without one)"
     return 1
@@ -542,13 +546,13 @@ model_step() {
     # Its output also into weft.log, which says whether the program was exported first.
     weft_one "$device" --model "$weft_model" --dtype bf16 "${wargs[@]}" --output "$w/weft_out.safetensors" \
       --iters "$n" --warmup "$k" --report "$w/weft.json" 2>&1 | tee "$w/weft.log" || wrc=$?
-    ((wrc != 0)) || kit report-check "$w/weft.json" || wrc=$?
+    ((wrc != 0)) || kit_quick report-check "$w/weft.json" || wrc=$?
   else
     echo "no $weft_run (build step)"
     wrc=1
   fi
   compare_outputs "$w" diffusers_out.safetensors weft_out.safetensors compare || crc=$?
-  kit line model --label "$label" --workdir "$w" --weights "$wmode" --diffusers-rc "$drc" --weft-rc "$wrc" \
+  kit_quick line model --label "$label" --workdir "$w" --weights "$wmode" --diffusers-rc "$drc" --weft-rc "$wrc" \
     --weft-log "$w/weft.log" --results "$results" >"$w/line.txt" || true
   say "$(cat "$w/line.txt")"
   worst_rc "$drc" "$wrc" "$crc"
@@ -592,7 +596,7 @@ step_program() {
     rm -f "$w/program_out.safetensors" "$w/program.json"
     weft_one "$device" --program "$1" "${wargs[@]}" --output "$w/program_out.safetensors" \
       --iters "$iters" --warmup "$warmup" --report "$w/program.json" || return $?
-    kit report-check "$w/program.json"
+    kit_quick report-check "$w/program.json"
   }
   # The program, in this order:
   # - the committed one of this config (tests/fixtures/programs) when it takes batch 1: exported
@@ -612,7 +616,7 @@ step_program() {
       wrc=0 program="" source=""
     fi
   fi
-  if [[ -z "$program" ]] && from_flux=$(kit report-program "$w/weft.json"); then
+  if [[ -z "$program" ]] && from_flux=$(kit_quick report-program "$w/weft.json"); then
     program=$from_flux source="the flux step's, exported here by weft-run --model"
     run_program "$program" || wrc=$?
   fi
@@ -623,7 +627,7 @@ step_program() {
     ((wrc != 0)) || run_program "$program" || wrc=$?
   fi
   compare_outputs "$w" diffusers_out.safetensors program_out.safetensors program_compare || crc=$?
-  kit line program --label "${flux_model} via --program ($source)" --workdir "$w" --weights "$wmode" \
+  kit_quick line program --label "${flux_model} via --program ($source)" --workdir "$w" --weights "$wmode" \
     --weft-rc "$wrc" --results "$results" >"$w/program_line.txt" || true
   say "$(cat "$w/program_line.txt")"
   worst_rc "$wrc" "$crc"
@@ -658,8 +662,8 @@ step_meshes() {
         --report "$w/mesh-$tag.json"
     ) || rc=$?
     # An exit 0 without a passed --check in the report is a failure too.
-    ((rc != 0)) || kit report-check "$w/mesh-$tag.json" --want-check || rc=$?
-    kit line mesh --label "$flux_model mesh $mesh${rotate:+ ($rotate)} on $nranks $( [[ $dev == cuda ]] && echo GPUs || echo 'CPU ranks')" \
+    ((rc != 0)) || kit_quick report-check "$w/mesh-$tag.json" --want-check || rc=$?
+    kit_quick line mesh --label "$flux_model mesh $mesh${rotate:+ ($rotate)} on $nranks $( [[ $dev == cuda ]] && echo GPUs || echo 'CPU ranks')" \
       --report "$w/mesh-$tag.json" --baseline "$w/weft.json" --rc "$rc" --results "$results" >"$w/mesh-$tag.txt" || true
     say "$(cat "$w/mesh-$tag.txt")"
     ((rc == 0)) || failed=1
