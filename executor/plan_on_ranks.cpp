@@ -18,9 +18,11 @@ constexpr int64_t kHashBytes = 64;
 }  // namespace
 
 void LoadPlannedWeights(const plan::ExecutionPlan& plan, nn::Module& model, const dist::DistContext& ctx,
-                        const std::vector<const io::SafetensorsFile*>& files, at::ScalarType dtype) {
+                        const std::vector<const io::SafetensorsFile*>& files, at::ScalarType dtype,
+                        const ParamLoading& loading) {
   const std::map<std::string, ShardSpec> specs = ShardSpecs(plan, ctx.AxisRank(dist::Axis::kTp));
   nn::LoadWeights(model, files, dtype, [&](const io::SafetensorsFile& file, const std::string& key, at::ScalarType type) {
+    if (loading) loading(key);
     auto spec = specs.find(key);
     return spec == specs.end() ? at::Tensor() : LoadShard(file, key, spec->second, type);
   });
@@ -38,14 +40,14 @@ at::Tensor SumRowwisePartials(dist::DistContext& ctx, const at::Tensor& partial,
 }
 
 bool LoadWeightFiles(const std::vector<std::string>& paths, const plan::ExecutionPlan* plan, nn::Module& model,
-                     const dist::DistContext& ctx, at::ScalarType dtype) {
+                     const dist::DistContext& ctx, at::ScalarType dtype, const ParamLoading& loading) {
   std::vector<io::SafetensorsFile> files;
   for (const std::string& path : paths) files.push_back(io::SafetensorsFile::Open(path));
   std::vector<const io::SafetensorsFile*> pointers;
   for (const auto& f : files) pointers.push_back(&f);
-  if (plan != nullptr && plan->mesh.Tp() > 1) {
-    LoadPlannedWeights(*plan, model, ctx, pointers, dtype);
-    return true;
+  if (plan != nullptr && (plan->mesh.Tp() > 1 || loading)) {
+    LoadPlannedWeights(*plan, model, ctx, pointers, dtype, loading);
+    return plan->mesh.Tp() > 1;
   }
   nn::LoadWeights(model, pointers, dtype);
   return false;

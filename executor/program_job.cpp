@@ -31,6 +31,7 @@
 #include "executor/exec_error.h"
 #include "executor/host_memory.h"
 #include "executor/trace.h"
+#include "executor/weight_stream.h"
 #include "runtime/io/diffusers_dir.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/nn/load_weights.h"
@@ -341,6 +342,13 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
     lo.edits = &*plan->program;
     lo.backend = &backend;
   }
+  // Weights sliced over ranks: the stream holds this rank's slices and gathers each block as the
+  // interpreter reaches it.
+  std::unique_ptr<WeightStream> stream;
+  if (plan && plan->weights) {
+    stream = std::make_unique<WeightStream>(*plan->weights, ctx);
+    lo.weights = stream.get();
+  }
   std::unique_ptr<interp::ProgramModel> model = interp::ProgramModel::Create(edited, lo);
   const auto t_loaded = Clock::now();
   const at::ScalarType dtype = model->dtype();
@@ -368,21 +376,26 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
   // all-reduces, head counts and norm statistics expect exactly these shards).
   // `sharding`: the plan whose TP shards to keep, or null for the full parameters (--check's
   // unsharded reference, which must not inherit the TP edits' shards).
-  auto load_parameters = [&](interp::ProgramModel& m, const plan::ExecutionPlan* sharding) {
+  // `slicing`: the weight stream that slices blocks as they load (one block whole at a time).
+  auto load_parameters = [&](interp::ProgramModel& m, const plan::ExecutionPlan* sharding, WeightStream* slicing) {
+    ParamLoading loading;
+    if (slicing != nullptr) loading = [&](const std::string& fqn) { slicing->Loaded(m, fqn); };
     if (weights.empty()) {
-      nn::RandomizeParameters(m, 1000 + o.seed);
-      if (sharding != nullptr) {
-        const std::map<std::string, ShardSpec> specs = ShardSpecs(*sharding, ctx.AxisRank(dist::Axis::kTp));
-        for (auto& [name, slot] : m.NamedParameters()) {
-          if (auto spec = specs.find(name); spec != specs.end()) *slot = ShardTensor(*slot, spec->second, name);
-        }
+      const std::map<std::string, ShardSpec> specs =
+          sharding != nullptr ? ShardSpecs(*sharding, ctx.AxisRank(dist::Axis::kTp)) : std::map<std::string, ShardSpec>();
+      for (auto& [name, slot] : m.NamedParameters()) {
+        if (loading) loading(name);
+        *slot = nn::SeededValues(name, slot->sizes(), 1000 + o.seed).to(slot->scalar_type());
+        if (auto spec = specs.find(name); spec != specs.end()) *slot = ShardTensor(*slot, spec->second, name);
       }
     } else {
-      LoadWeightFiles(weights, sharding, m, ctx, dtype);
+      LoadWeightFiles(weights, sharding, m, ctx, dtype, loading);
     }
+    if (slicing != nullptr) slicing->Finish(m);
     m.ConformParameters(o.device);
+    if (slicing != nullptr) slicing->MoveTo(o.device);
   };
-  load_parameters(*model, plan ? &*plan : nullptr);
+  load_parameters(*model, plan ? &*plan : nullptr, stream.get());
   const auto t_weights = Clock::now();
 
   PlaceInputs(*program, in.args, o.device);
@@ -473,6 +486,17 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
   // collectives took.
   report["peak_rss_bytes_per_rank"] = sharded ? ctx.AllGatherSizes(dist::Axis::kWorld, PeakRssBytes())
                                               : std::vector<int64_t>{PeakRssBytes()};
+  // The parameter bytes each rank holds for the whole run (what stays whole, its tp shards, its
+  // weight slices) and what the weight gathers' buffers held at most.
+  int64_t parameter_bytes = stream ? stream->slice_bytes() : 0;
+  for (auto& [fqn, slot] : model->NamedParameters()) {
+    if (slot->defined()) parameter_bytes += slot->numel() * static_cast<int64_t>(slot->element_size());
+  }
+  const int64_t buffer_bytes = stream ? stream->buffer_bytes() : 0;
+  report["parameter_bytes_per_rank"] = sharded ? ctx.AllGatherSizes(dist::Axis::kWorld, parameter_bytes)
+                                               : std::vector<int64_t>{parameter_bytes};
+  report["weight_buffer_bytes_per_rank"] = sharded ? ctx.AllGatherSizes(dist::Axis::kWorld, buffer_bytes)
+                                                   : std::vector<int64_t>{buffer_bytes};
   Json transport = Json::object();
   for (dist::Axis axis : dist::kAllAxes) {
     if (ctx.AxisSize(axis) > 1) transport[dist::AxisName(axis)] = ctx.CpuTransport(axis);
@@ -514,7 +538,7 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
     plain.device = o.device;
     plain.fast_kernels = plan ? o.fast_kernels : false;
     std::unique_ptr<interp::ProgramModel> unsharded = interp::ProgramModel::Create(program, plain);
-    load_parameters(*unsharded, nullptr);
+    load_parameters(*unsharded, nullptr, nullptr);
     unsharded->SetArguments(in.extra);
     reference = Forward(*unsharded, in.args, o.device)[0];
     against = "unsharded";

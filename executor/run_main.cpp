@@ -31,6 +31,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <thread>
 #include <vector>
 
@@ -88,6 +89,7 @@ struct RunOptions {
   std::string model_dir;
   std::string workload;
   int64_t batch = 0;  // --batch: the program's export batch (0: 2, the cache's default)
+  std::string shard_weights;  // --shard-weights: "", cp, cfg, cp,cfg
   bool ulysses_anything = false;
   bool ring_anything = false;
   std::string rotate = "allgather";
@@ -168,6 +170,10 @@ dist::MeshShape ResolveMesh(const RunOptions& o, int world_size) {
     if (!order) throw UsageError(error);
     for (size_t i = 0; i < shape.order.size(); ++i) shape.order[i] = AxisNamed((*order)[i]);
   }
+  // The group the weights are sliced over (dist::Axis::kWeights).
+  const std::vector<std::string> weight_axes = plan::ParseWeightAxes(o.shard_weights);
+  shape.weights_over_cp = std::count(weight_axes.begin(), weight_axes.end(), std::string(plan::kCpGroup)) > 0;
+  shape.weights_over_cfg = std::count(weight_axes.begin(), weight_axes.end(), std::string(plan::kCfgAxis)) > 0;
   return shape;
 }
 
@@ -199,6 +205,7 @@ exec::JobIdentity JobIdentityOf(const RunOptions& o, const dist::MeshShape& shap
   add("weft-run", kVersion);
   add("job", o.smoke ? "smoke" : "program");
   add("mesh", shape.ToString());
+  if (!o.shard_weights.empty()) add("shard weights", o.shard_weights);
   add("device", o.device);
   add("dtype", o.dtype_given ? o.dtype : "the program's");
   add("modes", std::string(o.ulysses_anything ? "ulysses-anything " : "") + (o.ring_anything ? "ring-anything " : "") +
@@ -319,6 +326,7 @@ int RunRank(const RunOptions& o) {
     for (dist::Axis axis : shape.order) {
       if (axis != dist::Axis::kCfg || shape.cfg > 1) job.mesh.axes.push_back({dist::AxisName(axis), shape.Size(axis)});
     }
+    job.mesh.weight_axes = plan::ParseWeightAxes(o.shard_weights);
     job.mesh.world_size = shape.WorldSize();
     job.mesh.ulysses_anything = o.ulysses_anything;
     job.mesh.ring_anything = o.ring_anything;
@@ -438,6 +446,13 @@ int RunLauncher(const RunOptions& o, int argc, char** argv) {
               << " ranks but --nproc is " << nproc << "\n";
     return 2;
   }
+  for (const auto& [over, axis, size] : {std::tuple{shape.weights_over_cp, "cp", shape.Size(dist::Axis::kCp)},
+                                          std::tuple{shape.weights_over_cfg, "cfg", shape.cfg}}) {
+    if (over && size == 1) {
+      std::cerr << "weft-run: warning: --shard-weights " << o.shard_weights << ": the mesh's " << axis
+                << " has one rank, so its weights stay whole there (replicated)\n";
+    }
+  }
   if (!o.smoke) {
     if (const std::string refusal = MemoryRefusal(o, shape, nproc); !refusal.empty()) {
       std::cerr << "weft-run: " << refusal << "\n";
@@ -550,6 +565,10 @@ int main(int argc, char** argv) {
                                      "(default 2: conditional and unconditional guidance branches); not with --program "
                                      "or --inputs, which carry their own")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  app.add_option("--shard-weights", o.shard_weights, "Slice each block's parameters over these ranks (cp, cfg or "
+                                                     "cp,cfg) and gather them just before the block runs, the next "
+                                                     "block's while this one computes")
+      ->check(CLI::IsMember({"cp", "cfg", "cp,cfg", "cfg,cp"}));
   app.add_flag("--ulysses-anything", o.ulysses_anything, "Allow uneven sequence lengths and head counts");
   app.add_flag("--ring-anything", o.ring_anything, "Allow uneven sequence lengths on the ring axis");
   app.add_option("--rotate", o.rotate, "Ring K/V exchange: allgather or p2p")

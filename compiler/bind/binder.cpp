@@ -140,6 +140,9 @@ WEFT_DIAGNOSTIC(GatherNotOverBranches, Error,
                 "`{0}` gathers output {1} along dim {2} over cfg, but that dim has length {3} in workload `{4}`, "
                 "not the {5} branches the plan splits; the output does not carry the branches there",
                 std::string, int64_t, int64_t, int64_t, std::string, std::string);
+WEFT_DIAGNOSTIC(WeightAxisOfOne, Warning,
+                "--shard-weights {0}: the mesh's {0} has one rank, so its weights stay whole there (replicated)",
+                std::string);
 WEFT_DIAGNOSTIC(MeshTooLarge, Error, "mesh {0} has {1} ranks, more than the {2} ranks a mesh may have", std::string,
                 std::string, int64_t);
 
@@ -302,6 +305,11 @@ bool Binder::CheckMesh() {
   }
   out_.mesh = options_.mesh;
   out_.mesh.world_size = product;
+  for (const std::string& axis : out_.mesh.weight_axes) {
+    if ((axis == plan::kCpGroup ? out_.mesh.Cp() : out_.mesh.Size(axis)) <= 1) {
+      diags_.Emit(ast_.header_range, WeightAxisOfOne, axis);
+    }
+  }
   return ok;
 }
 

@@ -39,6 +39,7 @@ struct CompileOptions {
   bool ring_anything = false;
   std::string rotate = "allgather";
   bool no_fp32_merge = false;
+  std::string shard_weights;  // "", "cp", "cfg" or "cp,cfg"
   std::string dtype = "bf16";  // activation dtype the cost model assumes
   std::string attention_kernel = "auto";
   int64_t world_size = 0;
@@ -66,6 +67,9 @@ inline void AddCompileOptions(CLI::App* app, CompileOptions& o, bool many) {
   app->add_option("--rotate", o.rotate, "Ring K/V exchange: allgather or p2p")
       ->check(CLI::IsMember({"allgather", "p2p", "alltoall"}));
   app->add_flag("--no-fp32-merge", o.no_fp32_merge, "Merge ring partial results in the input dtype");
+  app->add_option("--shard-weights", o.shard_weights, "Slice each block's parameters over these ranks and gather "
+                                                      "them just before the block runs: cp, cfg or cp,cfg")
+      ->check(CLI::IsMember({"cp", "cfg", "cp,cfg", "cfg,cp"}));
   app->add_option("--world-size", o.world_size, "Check the mesh against this world size");
   app->add_option("--dtype", o.dtype, "Activation dtype of the run, for the bytes in the cost (default bf16, as "
                                       "the graphs' traces)")
@@ -90,6 +94,7 @@ inline std::optional<plan::Mesh> ParseMesh(const std::string& spec, const Compil
   mesh.ring_anything = o.ring_anything;
   mesh.convert_to_fp32 = !o.no_fp32_merge;
   mesh.rotate_method = *plan::ParseRotateMethod(o.rotate);
+  mesh.weight_axes = plan::ParseWeightAxes(o.shard_weights);
   return mesh;
 }
 

@@ -143,6 +143,15 @@ void Explain(const plan::ExecutionPlan& p, const model::ModelGraph& graph, std::
   out << "memory per rank: weights " << plan::FormatBytes(p.cost.weight_bytes) << " (of "
       << plan::FormatBytes(graph.ParamBytes()) << "), largest module call " << plan::FormatBytes(p.cost.activation_bytes)
       << "\n";
+  if (p.weights) {
+    int64_t sliced = 0;
+    for (const plan::WeightBlock& b : p.weights->blocks) sliced += b.slice_bytes;
+    std::string axes;
+    for (const std::string& a : p.mesh.weight_axes) axes += (axes.empty() ? "" : " x ") + a;
+    out << "weights sliced over " << axes << " (" << p.weights->ranks << " ranks): " << p.weights->blocks.size()
+        << " blocks, " << plan::FormatBytes(sliced) << " of them per rank, gathered block by block into "
+        << plan::FormatBytes(p.cost.weight_buffer_bytes) << " of buffers (two blocks)\n";
+  }
 }
 
 int RunExplain(const CompileOptions& o) {

@@ -281,6 +281,64 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
     s.tp = std::move(tp);
   }
 
+  // Weights sliced over the weight ranks: each element of a module list (a block) keeps 1/P of
+  // its parameters (as its tp shards hold them) and gathers them whole before it runs; the rest
+  // stays whole. One all-gather per block per forward: this rank's slice to every other.
+  const int64_t P = b.mesh.WeightRanks();
+  std::optional<plan::WeightPlacement> placement;
+  int64_t sliced_whole_bytes = 0;
+  if (P > 1) {
+    placement.emplace();
+    placement->ranks = P;
+    std::map<std::string, const plan::TensorParallel*> tp_of;
+    for (const auto& [id, st] : steps) {
+      if (st.tp) tp_of[st.module] = &*st.tp;
+    }
+    std::string inside;  // the block being laid out: list elements inside it (to_out.0) are its own
+    for (model::ModuleId id = 0; id < graph.modules.size(); ++id) {
+      const model::Module& m = graph.modules[id];
+      if (!inside.empty() && m.path.rfind(inside + ".", 0) == 0) continue;
+      const size_t dot = m.path.rfind('.');
+      const std::string parent = dot == std::string::npos ? "" : m.path.substr(0, dot);
+      const std::optional<model::ModuleId> pid = graph.FindModuleId(parent);
+      if (m.path.empty() || !pid || graph.modules[*pid].container != model::Container::kList) continue;
+      const model::ModuleCalls* calls = w->FindCalls(m.path);
+      if (calls != nullptr && calls->calls.size() > 1) continue;  // gathered once per forward: blocks run once
+      inside = m.path;
+      plan::WeightBlock block;
+      block.module = m.path;
+      int64_t whole = 0;  // the parameters' bytes as the rank holds them unsliced
+      for (model::ModuleId k = id; k < graph.modules.size(); ++k) {
+        const model::Module& sub = graph.modules[k];
+        if (k != id && sub.path.rfind(m.path + ".", 0) != 0) break;
+        const auto tp = tp_of.find(sub.path);
+        for (const model::Param& param : sub.params) {
+          if (param.buffer) continue;
+          std::vector<int64_t> shape = param.shape;
+          if (tp != tp_of.end()) {
+            for (const plan::ParamShard& ps : tp->second->params) {
+              if (ps.name == param.name) shape = ps.local_shape;
+            }
+          }
+          const int64_t bytes = source::SaturatingMul(plan::Numel(shape), model::DTypeBytes(param.dtype));
+          block.offsets.push_back(block.bytes);
+          block.bytes = source::SaturatingAdd(block.bytes, (bytes + 63) / 64 * 64);
+          whole = source::SaturatingAdd(whole, bytes);
+          block.params.push_back(sub.path + "." + param.name);
+          block.dtypes.push_back(param.dtype);
+          block.shapes.push_back(std::move(shape));
+        }
+      }
+      if (block.params.empty()) continue;
+      block.slice_bytes = (block.bytes + P - 1) / P;
+      plan::ModuleStep& s = step_of(id);
+      s.cost.collectives.push_back({plan::CollectiveOp::kAllGather, "weights", 1, source::SaturatingMul(block.slice_bytes, P - 1)});
+      sliced_whole_bytes = source::SaturatingAdd(sliced_whole_bytes, whole);
+      placement->blocks.push_back(std::move(block));
+    }
+    if (placement->blocks.empty()) placement.reset();
+  }
+
   for (auto& [id, s] : steps) p.steps.push_back(std::move(s));
   const int64_t param_bytes = graph.ParamBytes();
   plan::SummarizeCost(p, param_bytes == source::kSaturated || tp_full_bytes == source::kSaturated
@@ -293,6 +351,18 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
     for (const model::Call& c : mc.calls) peak = std::max(peak, CallBytes(c, b));
   }
   p.cost.activation_bytes = peak;
+  if (placement) {
+    // Each rank holds its slices instead of the blocks' parameters, and two gather buffers
+    // (the block running and the next one, gathered while it runs).
+    int64_t largest = 0;
+    p.cost.weight_bytes -= std::min(p.cost.weight_bytes, sliced_whole_bytes);
+    for (const plan::WeightBlock& block : placement->blocks) {
+      p.cost.weight_bytes = source::SaturatingAdd(p.cost.weight_bytes, block.slice_bytes);
+      largest = std::max(largest, source::SaturatingMul(block.slice_bytes, P));
+    }
+    p.cost.weight_buffer_bytes = source::SaturatingMul(2, largest);
+    p.weights = std::move(placement);
+  }
   if (std::optional<std::string> what = SaturatedCost(p)) {
     diags.Emit(b.header_range, CostOverflow, *what, w->name);
     return std::nullopt;

@@ -30,6 +30,12 @@ int64_t Mesh::Size(std::string_view axis) const {
   return 1;
 }
 
+int64_t Mesh::WeightRanks() const {
+  int64_t ranks = 1;
+  for (const std::string& axis : weight_axes) ranks *= axis == kCpGroup ? Cp() : Size(axis);
+  return ranks;
+}
+
 std::string Mesh::ToString() const {
   std::string out;
   for (const MeshAxis& a : axes) {
@@ -116,6 +122,13 @@ const ModuleStep* ExecutionPlan::FindStep(std::string_view module) const {
     if (s.module == module) return &s;
   }
   return nullptr;
+}
+
+std::vector<std::string> ParseWeightAxes(std::string_view text) {
+  std::vector<std::string> axes;
+  if (text.find(kCpGroup) != std::string_view::npos) axes.emplace_back(kCpGroup);
+  if (text.find(kCfgAxis) != std::string_view::npos) axes.emplace_back(kCfgAxis);
+  return axes;
 }
 
 int64_t FirstCfgRankBatch(const ExecutionPlan& plan, int64_t batch) {

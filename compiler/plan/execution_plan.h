@@ -67,6 +67,9 @@ struct Mesh {
   bool ring_anything = false;
   bool convert_to_fp32 = true;
   RotateMethod rotate_method = RotateMethod::kAllGather;
+  // The groups each block's parameters are sliced over (--shard-weights): kCpGroup and/or
+  // kCfgAxis, in that order; empty = every rank holds its parameters whole.
+  std::vector<std::string> weight_axes;
 
   // Size of `axis`, 1 when the mesh has no such axis.
   int64_t Size(std::string_view axis) const;
@@ -74,6 +77,8 @@ struct Mesh {
   int64_t Ulysses() const { return Size(kUlyssesAxis); }
   int64_t Tp() const { return Size(kTpAxis); }
   int64_t Cfg() const { return Size(kCfgAxis); }
+  // Ranks a block's parameters are sliced over: the product of `weight_axes`' sizes.
+  int64_t WeightRanks() const;
   int64_t Cp() const { return Ring() * Ulysses(); }
   bool Uneven() const { return ulysses_anything || ring_anything; }
   // "ring=2,ulysses=2,tp=1"
@@ -209,8 +214,31 @@ struct PlanCost {
   std::vector<AxisTraffic> per_axis;  // sorted by axis name; axes with no traffic left out
   int64_t collectives = 0;            // per forward
   int64_t bytes = 0;                  // per rank per forward, all axes
-  int64_t weight_bytes = 0;           // per rank: every parameter after sharding
+  int64_t weight_bytes = 0;           // per rank: every parameter after sharding (TP shards, weight slices)
+  int64_t weight_buffer_bytes = 0;    // per rank: the buffers sliced blocks are gathered into (two)
   int64_t activation_bytes = 0;       // per rank: the largest single call's inputs + outputs
+};
+
+// A block whose parameters are sliced over the weight ranks (Mesh::weight_axes): their bytes
+// laid out one after the other (each as this rank's tp shard holds it, in its own dtype, at an
+// offset aligned to 64 bytes), padded to `ranks` x `slice_bytes`; weight rank r keeps bytes
+// [r x slice_bytes, (r + 1) x slice_bytes). Before the block runs they are all-gathered into a
+// reused buffer, and the parameters are views of it.
+struct WeightBlock {
+  std::string module;                        // an element of a module list: "transformer_blocks.3"
+  std::vector<std::string> params;           // fqns
+  std::vector<std::vector<int64_t>> shapes;  // each as this rank holds it before slicing
+  std::vector<std::string> dtypes;           // the graph's dtype names ("f32", "bf16" ...)
+  std::vector<int64_t> offsets;              // byte offset of each in the block's layout
+  int64_t bytes = 0;                         // the layout's length (before padding)
+  int64_t slice_bytes = 0;                   // ceil(bytes / ranks)
+};
+
+struct WeightPlacement {
+  int64_t ranks = 1;
+  std::vector<WeightBlock> blocks;  // in module order, which is the order they run in
+  // Parameters two blocks read (tied): kept whole on every rank, gathered by nobody.
+  std::vector<std::string> tied;
 };
 
 // Everything the executor does at one module. Execution order at the module: split arguments,
@@ -288,6 +316,8 @@ struct ExecutionPlan {
   PlanCost cost;
   // When the plan was compiled against a program: the steps as edits of its graph.
   std::optional<ProgramEdits> program;
+  // When the mesh slices weights (Mesh::weight_axes over more than one rank).
+  std::optional<WeightPlacement> weights;
 
   const ModuleStep* FindStep(std::string_view module) const;
 };
@@ -295,6 +325,10 @@ struct ExecutionPlan {
 // The even/uneven split of `length` over `parts` ranks: chunk semantics when `length` divides
 // (all equal), tensor_split semantics otherwise (the first length % parts ranks get one more).
 std::vector<int64_t> SplitSizes(int64_t length, int64_t parts);
+
+// "cp", "cfg", "cp,cfg" (either order) -> Mesh::weight_axes (cp first); "" -> none. Anything else
+// -> none too: the option parsers accept only those.
+std::vector<std::string> ParseWeightAxes(std::string_view text);
 
 // The rows of a batch of `batch` that the first cfg rank holds: its share of the guidance branches
 // when `batch` is the length the plan splits over cfg, else `batch`. The first rank holds the

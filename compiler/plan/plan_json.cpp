@@ -212,6 +212,7 @@ std::vector<std::pair<std::string, OJson>> HeaderJson(const ExecutionPlan& p) {
   mesh["ring_anything"] = p.mesh.ring_anything;
   mesh["rotate_method"] = std::string(RotateMethodName(p.mesh.rotate_method));
   mesh["convert_to_fp32"] = p.mesh.convert_to_fp32;
+  if (!p.mesh.weight_axes.empty()) mesh["weight_axes"] = p.mesh.weight_axes;
   out.emplace_back("mesh", std::move(mesh));
   OJson workload;
   workload["name"] = p.workload.name;
@@ -228,9 +229,29 @@ std::vector<std::pair<std::string, OJson>> HeaderJson(const ExecutionPlan& p) {
   cost["collectives"] = p.cost.collectives;
   cost["bytes"] = p.cost.bytes;
   cost["weight_bytes"] = p.cost.weight_bytes;
+  if (p.cost.weight_buffer_bytes != 0) cost["weight_buffer_bytes"] = p.cost.weight_buffer_bytes;
   cost["activation_bytes"] = p.cost.activation_bytes;
   out.emplace_back("cost", std::move(cost));
   if (p.program) out.emplace_back("program", ProgramJson(*p.program));
+  if (p.weights) {
+    OJson w;
+    w["ranks"] = p.weights->ranks;
+    OJson blocks = OJson::array();
+    for (const WeightBlock& b : p.weights->blocks) {
+      OJson j;
+      j["module"] = b.module;
+      j["params"] = b.params;
+      j["shapes"] = b.shapes;
+      j["dtypes"] = b.dtypes;
+      j["offsets"] = b.offsets;
+      j["bytes"] = b.bytes;
+      j["slice_bytes"] = b.slice_bytes;
+      blocks.push_back(std::move(j));
+    }
+    w["blocks"] = std::move(blocks);
+    if (!p.weights->tied.empty()) w["tied"] = p.weights->tied;
+    out.emplace_back("weights", std::move(w));
+  }
   return out;
 }
 
@@ -629,7 +650,8 @@ PlanReadResult ReadPlanJson(std::string_view text, size_t max_errors) {
   ExecutionPlan p;
   std::string stored_hash;
   if (r.Object(doc, "")) {
-    r.Keys(doc, "", {"format", "version", "content_hash", "plan", "model", "mesh", "workload", "cost", "steps", "program"});
+    r.Keys(doc, "", {"format", "version", "content_hash", "plan", "model", "mesh", "workload", "cost", "steps", "program",
+                     "weights"});
     std::string format;
     r.Str(doc, "format", "", format);
     if (doc.contains("format") && format != kPlanFormat) {
@@ -654,7 +676,8 @@ PlanReadResult ReadPlanJson(std::string_view text, size_t max_errors) {
     }
     if (const OJson* j = r.Field(doc, "mesh", "")) {
       if (r.Object(*j, "/mesh")) {
-        r.Keys(*j, "/mesh", {"axes", "world_size", "ulysses_anything", "ring_anything", "rotate_method", "convert_to_fp32"});
+        r.Keys(*j, "/mesh",
+               {"axes", "world_size", "ulysses_anything", "ring_anything", "rotate_method", "convert_to_fp32", "weight_axes"});
         if (const OJson* axes = r.Field(*j, "axes", "/mesh")) {
           if (r.Array(*axes, "/mesh/axes")) {
             for (size_t i = 0; i < axes->size(); ++i) {
@@ -673,6 +696,18 @@ PlanReadResult ReadPlanJson(std::string_view text, size_t max_errors) {
         r.Bool(*j, "ring_anything", "/mesh", p.mesh.ring_anything);
         r.Enum(*j, "rotate_method", "/mesh", p.mesh.rotate_method, ParseRotateMethod, "`allgather` or `p2p`");
         r.Bool(*j, "convert_to_fp32", "/mesh", p.mesh.convert_to_fp32);
+        if (const OJson* axes = r.Field(*j, "weight_axes", "/mesh", false)) {
+          if (r.Array(*axes, "/mesh/weight_axes")) {
+            for (size_t i = 0; i < axes->size(); ++i) {
+              const std::string ap = Child("/mesh/weight_axes", i);
+              if (!(*axes)[i].is_string() || ((*axes)[i] != kCpGroup && (*axes)[i] != kCfgAxis)) {
+                r.Error(ap, "expected `cp` or `cfg`");
+                continue;
+              }
+              p.mesh.weight_axes.push_back((*axes)[i].get<std::string>());
+            }
+          }
+        }
       }
     }
     if (const OJson* j = r.Field(doc, "workload", "")) {
@@ -690,7 +725,7 @@ PlanReadResult ReadPlanJson(std::string_view text, size_t max_errors) {
     }
     if (const OJson* j = r.Field(doc, "cost", "")) {
       if (r.Object(*j, "/cost")) {
-        r.Keys(*j, "/cost", {"per_axis", "collectives", "bytes", "weight_bytes", "activation_bytes"});
+        r.Keys(*j, "/cost", {"per_axis", "collectives", "bytes", "weight_bytes", "weight_buffer_bytes", "activation_bytes"});
         if (const OJson* axes = r.Field(*j, "per_axis", "/cost")) {
           if (r.Array(*axes, "/cost/per_axis")) {
             for (size_t i = 0; i < axes->size(); ++i) {
@@ -708,7 +743,69 @@ PlanReadResult ReadPlanJson(std::string_view text, size_t max_errors) {
         r.Int(*j, "collectives", "/cost", p.cost.collectives);
         r.Int(*j, "bytes", "/cost", p.cost.bytes);
         r.Int(*j, "weight_bytes", "/cost", p.cost.weight_bytes);
+        r.Int(*j, "weight_buffer_bytes", "/cost", p.cost.weight_buffer_bytes, false);
         r.Int(*j, "activation_bytes", "/cost", p.cost.activation_bytes);
+      }
+    }
+    if (const OJson* j = r.Field(doc, "weights", "", false)) {
+      if (r.Object(*j, "/weights")) {
+        r.Keys(*j, "/weights", {"ranks", "blocks", "tied"});
+        WeightPlacement w;
+        r.Int(*j, "ranks", "/weights", w.ranks);
+        if (const OJson* blocks = r.Field(*j, "blocks", "/weights")) {
+          if (r.Array(*blocks, "/weights/blocks")) {
+            for (size_t i = 0; i < blocks->size(); ++i) {
+              const std::string bp = Child("/weights/blocks", i);
+              const OJson& x = (*blocks)[i];
+              if (!r.Object(x, bp)) continue;
+              r.Keys(x, bp, {"module", "params", "shapes", "dtypes", "offsets", "bytes", "slice_bytes"});
+              WeightBlock b;
+              r.Str(x, "module", bp, b.module);
+              if (const OJson* params = r.Field(x, "params", bp)) {
+                if (r.Array(*params, Child(bp, "params"))) {
+                  for (const OJson& name : *params) {
+                    if (name.is_string()) b.params.push_back(name.get<std::string>());
+                  }
+                }
+              }
+              if (const OJson* shapes = r.Field(x, "shapes", bp)) {
+                if (r.Array(*shapes, Child(bp, "shapes"))) {
+                  for (size_t k = 0; k < shapes->size(); ++k) {
+                    b.shapes.emplace_back();
+                    if ((*shapes)[k].is_array()) {
+                      for (const OJson& d : (*shapes)[k]) {
+                        if (d.is_number_integer()) b.shapes.back().push_back(d.get<int64_t>());
+                      }
+                    }
+                  }
+                }
+              }
+              if (const OJson* dtypes = r.Field(x, "dtypes", bp)) {
+                if (r.Array(*dtypes, Child(bp, "dtypes"))) {
+                  for (const OJson& d : *dtypes) {
+                    if (d.is_string()) b.dtypes.push_back(d.get<std::string>());
+                  }
+                }
+              }
+              r.Ints(x, "offsets", bp, b.offsets);
+              r.Int(x, "bytes", bp, b.bytes);
+              r.Int(x, "slice_bytes", bp, b.slice_bytes);
+              if (b.shapes.size() != b.params.size() || b.dtypes.size() != b.params.size() ||
+                  b.offsets.size() != b.params.size()) {
+                r.Error(bp, "one shape, dtype and offset per parameter");
+              }
+              w.blocks.push_back(std::move(b));
+            }
+          }
+        }
+        if (const OJson* tied = r.Field(*j, "tied", "/weights", false)) {
+          if (r.Array(*tied, "/weights/tied")) {
+            for (const OJson& name : *tied) {
+              if (name.is_string()) w.tied.push_back(name.get<std::string>());
+            }
+          }
+        }
+        p.weights = std::move(w);
       }
     }
     if (const OJson* j = r.Field(doc, "program", "", false)) {

@@ -313,9 +313,41 @@ plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program
   return out;
 }
 
+namespace {
+
+// A block's parameter that another module reads too (tied weights) would be gathered by one
+// block and freed under the other: refused, naming both.
+void CheckWeightsUntied(const plan::ExecutionPlan& plan, const Program& p) {
+  if (!plan.weights) return;
+  std::map<std::string, std::string> value_of;  // parameter fqn -> graph input
+  for (size_t i = 0; i < p.inputs.size() && i < p.input_specs.size(); ++i) {
+    if (p.inputs[i].kind == Argument::Kind::kTensor) value_of[p.input_specs[i].target] = p.inputs[i].name;
+  }
+  std::map<std::string, std::string> block_of;  // graph input -> the block slicing it
+  for (const plan::WeightBlock& b : plan.weights->blocks) {
+    for (const std::string& fqn : b.params) {
+      if (auto it = value_of.find(fqn); it != value_of.end()) block_of[it->second] = b.module;
+    }
+  }
+  for (const Node& n : p.nodes) {
+    for (const NamedArgument& in : n.inputs) {
+      for (const std::string& v : in.arg.TensorNames()) {
+        auto it = block_of.find(v);
+        if (it == block_of.end() || NodeInModule(p, n, it->second)) continue;
+        throw ProgramError(p.Where() + ": --shard-weights slices `" + v + "` with block `" + it->second +
+                           "`, but node `" + n.name + "` of module `" + ModuleOf(p, n) +
+                           "` reads it too (tied weights); weft slices only parameters one block reads");
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void LowerToProgramWithCost(plan::ExecutionPlan& plan, const Program& program, const std::string& file,
                             const model::ModelGraph& graph) {
   plan.program = LowerToProgram(plan, program, file);
+  CheckWeightsUntied(plan, program);
   MatchCostToEdits(plan, program, graph);
 }
 

@@ -344,6 +344,7 @@ struct Backend {
   c10::intrusive_ptr<c10d::Backend> nccl;
   std::unique_ptr<ShmTransport> shm;  // CPU collectives when set
   std::string shm_why_not;
+  bool own = false;  // never shared with another axis of the same members (kWeights)
 };
 
 struct AxisGroup {
@@ -466,14 +467,15 @@ struct DistContext::Impl {
 
   // Runs `post` (which issues one c10d call and returns its Work), waits with the timeout and
   // turns any failure into a DistError naming rank, axis, collective and shapes.
+  // `observe`: tell the observer (a caller on another thread than the job's does not).
   template <class Post>
-  void Run(Axis axis, const char* op, const std::string& shapes, Post&& post) {
+  void Run(Axis axis, const char* op, const std::string& shapes, Post&& post, bool observe = true) {
     auto start = Clock::now();
     std::string msg;
     try {
       c10::intrusive_ptr<c10d::Work> work = post();
       if (work->wait(options.timeout)) {
-        if (observer) observer(axis, op, start, Clock::now());
+        if (observer && observe) observer(axis, op, start, Clock::now());
         return;
       }
       msg = "timed out";
@@ -507,7 +509,7 @@ struct DistContext::Impl {
 
   // As Run, for a collective made of shared-memory exchanges (`exchange` runs them).
   template <class Exchanges>
-  void RunShm(Axis axis, const char* op, const std::string& shapes, Exchanges&& exchange) {
+  void RunShm(Axis axis, const char* op, const std::string& shapes, Exchanges&& exchange, bool observe = true) {
     auto start = Clock::now();
     // Named like Gloo's ops ("gloo:all_to_all") in LibTorch's operator profile.
     RECORD_FUNCTION(std::string("shm:") + op, std::vector<c10::IValue>());
@@ -516,7 +518,7 @@ struct DistContext::Impl {
     } catch (const ShmError& e) {
       throw Failed(axis, op, shapes, start, e.what(), e.peers());
     }
-    if (observer) observer(axis, op, start, Clock::now());
+    if (observer && observe) observer(axis, op, start, Clock::now());
   }
 
   void CheckDim(Axis axis, const char* op, const at::Tensor& t, int64_t& dim) {
@@ -745,9 +747,10 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
     }
     g.peers = std::make_shared<const GroupPeers>(std::move(peers));
     if (g.ranks.size() < 2) continue;
-    // Axes with the same member list (e.g. ring == cp when ulysses = 1) share one group.
+    // Axes with the same member list (e.g. ring == cp when ulysses = 1) share one group; the
+    // weights' group never does (its gathers run on a thread of their own, runtime/dist/mesh.h).
     for (auto& b : made) {
-      if (b->ranks == g.ranks) g.backend = b;
+      if (b->ranks == g.ranks && axis != Axis::kWeights && !b->own) g.backend = b;
     }
     if (g.backend) continue;
     auto b = std::make_shared<Backend>();
@@ -792,6 +795,7 @@ std::unique_ptr<DistContext> DistContext::Create(const WorldConfig& world, const
       throw DistError(impl->Context(axis, "creating the process group") + ": " + e.what() +
                       " (a peer may have exited)");
     }
+    b->own = axis == Axis::kWeights;
     g.backend = b;
     made.push_back(b);
   }
@@ -842,6 +846,33 @@ at::Tensor DistContext::AllGather(Axis axis, const at::Tensor& input, int64_t di
   impl_->Run(axis, op, "input " + Describe(input),
              [&] { return b.allgather(outs, ins, c10d::AllgatherOptions{impl_->options.timeout}); });
   return at::cat(outs[0], dim);
+}
+
+void DistContext::AllGatherInto(Axis axis, const at::Tensor& input, at::Tensor& out) {
+  const char* op = CommOpName(CommOp::kAllGather);
+  const int n = AxisSize(axis);
+  const int64_t piece = input.numel();
+  if (input.dim() != 1 || out.dim() != 1 || out.numel() != n * piece || !out.is_contiguous() ||
+      out.scalar_type() != input.scalar_type()) {
+    throw DistError(impl_->Context(axis, op) + ": gathering " + Describe(input) + " into " + Describe(out) +
+                    "; both are flat, of one dtype, the output " + std::to_string(n) + " times the input");
+  }
+  std::vector<at::Tensor> recv;
+  for (int j = 0; j < n; ++j) recv.push_back(out.narrow(0, j * piece, piece));
+  if (n == 1) {
+    recv[0].copy_(input);
+    return;
+  }
+  const std::string shapes = "input " + Describe(input) + " (into a reused buffer)";
+  if (ShmTransport* shm = impl_->Shm(axis, input)) {
+    impl_->RunShm(axis, op, shapes, [&] { shm->Exchange(std::vector<at::Tensor>(n, input), recv); }, false);
+    return;
+  }
+  std::vector<std::vector<at::Tensor>> outs{recv};
+  std::vector<at::Tensor> ins{input.contiguous()};
+  c10d::Backend& b = impl_->BackendFor(axis, ins[0], op);
+  impl_->Run(axis, op, shapes, [&] { return b.allgather(outs, ins, c10d::AllgatherOptions{impl_->options.timeout}); },
+             false);
 }
 
 std::vector<int64_t> DistContext::AllGatherSizes(Axis axis, int64_t value) {

@@ -130,6 +130,10 @@ class DistContext {
   // Concatenation along `dim` (negative allowed) of every group member's `input`, in axis
   // rank order. All inputs must have the same shape and dtype. Returns a new tensor.
   at::Tensor AllGather(Axis axis, const at::Tensor& input, int64_t dim);
+  // The same for flat tensors, into `out` (n x input's elements, contiguous; a buffer the caller
+  // reuses). Safe to call from one thread of its own per axis (the weights' gathers, kWeights):
+  // it records no counters and tells no observer -- the caller records what it moved.
+  void AllGatherInto(Axis axis, const at::Tensor& input, at::Tensor& out);
 
   // One integer per rank, in axis rank order (an all-gather of one int64; counted as
   // kAllGatherSizes). Never cached: call it whenever sizes may have changed.

@@ -42,6 +42,7 @@ const char* AxisName(Axis axis) {
     case Axis::kCfg: return "cfg";
     case Axis::kCp: return "cp";
     case Axis::kWorld: return "world";
+    case Axis::kWeights: return "weights";
   }
   return "?";
 }
@@ -54,6 +55,7 @@ int MeshShape::Size(Axis axis) const {
     case Axis::kCfg: return cfg;
     case Axis::kCp: return ring * ulysses;
     case Axis::kWorld: return WorldSize();
+    case Axis::kWeights: return (weights_over_cp ? ring * ulysses : 1) * (weights_over_cfg ? cfg : 1);
   }
   return 1;
 }
@@ -108,6 +110,10 @@ int Mesh::AxisRank(int rank, Axis axis) const {
   switch (axis) {
     case Axis::kCp: return c.ring * shape_.ulysses + c.ulysses;
     case Axis::kWorld: return rank;
+    case Axis::kWeights: {
+      const int cp = shape_.weights_over_cp ? shape_.ring * shape_.ulysses : 1;
+      return (shape_.weights_over_cfg ? c.cfg : 0) * cp + (shape_.weights_over_cp ? c.ring * shape_.ulysses + c.ulysses : 0);
+    }
     default: return BaseCoord(c, axis);
   }
 }
@@ -127,6 +133,20 @@ std::vector<int> Mesh::GroupRanks(int rank, Axis axis) const {
         ranks.push_back(RankOf(d));
       }
       break;
+    case Axis::kWeights: {
+      const int cp = shape_.weights_over_cp ? shape_.ring * shape_.ulysses : 1;
+      const int cfg = shape_.weights_over_cfg ? shape_.cfg : 1;
+      for (int i = 0; i < cfg * cp; ++i) {
+        Coords d = c;
+        if (shape_.weights_over_cfg) d.cfg = i / cp;
+        if (shape_.weights_over_cp) {
+          d.ring = (i % cp) / shape_.ulysses;
+          d.ulysses = (i % cp) % shape_.ulysses;
+        }
+        ranks.push_back(RankOf(d));
+      }
+      break;
+    }
     default:
       for (int i = 0; i < shape_.Size(axis); ++i) {
         Coords d = c;

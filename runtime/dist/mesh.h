@@ -9,15 +9,17 @@ namespace weft::dist {
 
 // Mesh axes. kRing, kUlysses, kTp and kCfg are the four base axes (any may have size 1; kCfg
 // holds guidance branches, issue 26). kCp is the flattened context-parallel group (ring x
-// ulysses, at equal tp and cfg coordinates); kWorld is every rank.
-enum class Axis { kRing, kUlysses, kTp, kCfg, kCp, kWorld };
-inline constexpr int kNumAxes = 6;
-inline constexpr std::array<Axis, kNumAxes> kAllAxes = {Axis::kRing, Axis::kUlysses, Axis::kTp,
-                                                       Axis::kCfg,  Axis::kCp,      Axis::kWorld};
+// ulysses, at equal tp and cfg coordinates); kWorld is every rank. kWeights is the group a block's
+// parameters are sliced over (MeshShape::weights_over_*: the cp group, the cfg axis, or both),
+// with a process group of its own so that its gathers can run on a thread beside the others.
+enum class Axis { kRing, kUlysses, kTp, kCfg, kCp, kWorld, kWeights };
+inline constexpr int kNumAxes = 7;
+inline constexpr std::array<Axis, kNumAxes> kAllAxes = {Axis::kRing, Axis::kUlysses, Axis::kTp,     Axis::kCfg,
+                                                       Axis::kCp,   Axis::kWorld,   Axis::kWeights};
 inline constexpr int kNumBaseAxes = 4;
 inline constexpr std::array<Axis, kNumBaseAxes> kDefaultOrder = {Axis::kCfg, Axis::kTp, Axis::kRing, Axis::kUlysses};
 
-// "ring", "ulysses", "tp", "cfg", "cp", "world".
+// "ring", "ulysses", "tp", "cfg", "cp", "world", "weights".
 const char* AxisName(Axis axis);
 
 // The shape of a device mesh: a degree per base axis and the order in which the axes are
@@ -32,8 +34,12 @@ struct MeshShape {
   int tp = 1;
   int cfg = 1;
   std::array<Axis, kNumBaseAxes> order = kDefaultOrder;
+  // What kWeights spans: the cp group and/or the cfg axis (neither: every rank alone).
+  bool weights_over_cp = false;
+  bool weights_over_cfg = false;
 
-  // Degree of an axis: base axes as stored, kCp = ring * ulysses, kWorld = the product of all.
+  // Degree of an axis: base axes as stored, kCp = ring * ulysses, kWorld = the product of all,
+  // kWeights = the sizes of what it spans.
   int Size(Axis axis) const;
   int WorldSize() const { return ring * ulysses * tp * cfg; }
   // "ring=2,ulysses=2,tp=1", then ",cfg=2" when there is a cfg axis, then ",order=..." when
@@ -67,7 +73,8 @@ class Mesh {
 
   // A rank's index within its group on `axis`: its coordinate on a base axis;
   // ring_coord * ulysses + ulysses_coord on kCp (ring-major, so CP rank = sequence chunk
-  // index in USP); the global rank on kWorld.
+  // index in USP); the global rank on kWorld; cfg_coord * (what it spans of cp) + cp rank on
+  // kWeights.
   int AxisRank(int rank, Axis axis) const;
   // Global ranks of the group on `axis` that contains `rank`, ordered by AxisRank.
   std::vector<int> GroupRanks(int rank, Axis axis) const;

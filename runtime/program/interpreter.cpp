@@ -10,6 +10,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "compiler/program/archive.h"
@@ -72,6 +73,12 @@ struct Interpreter::Impl {
     std::string record_name;
   };
   std::vector<Instr> instrs;
+  // Gathered parameters (LoadOptions::weights): per instruction, the groups to acquire before it
+  // (with the group asked for next) and to release after it; per group, its params' slots.
+  std::vector<std::vector<std::pair<size_t, int64_t>>> acquire_before;
+  std::vector<std::vector<size_t>> release_after;
+  std::vector<std::vector<int32_t>> group_slots;
+  std::vector<bool> streamed;  // per state input: gathered, not bound
   std::unordered_map<std::string, int32_t> slot_of;
   size_t num_slots = 0;
   std::vector<c10::IValue> frame;
@@ -564,6 +571,54 @@ void ComputeLastUses(Impl& impl) {
   }
 }
 
+// Where each group of gathered parameters is acquired (before the first instruction reading one)
+// and released (after the last), groups in the order they are first read; their state inputs
+// are not bound at the start of a run.
+void PlanGathers(Impl& impl, const program::Program& program, const std::vector<std::vector<std::string>>& groups) {
+  impl.acquire_before.assign(impl.instrs.size(), {});
+  impl.release_after.assign(impl.instrs.size(), {});
+  impl.streamed.assign(impl.state.size(), false);
+  impl.group_slots.assign(groups.size(), {});
+  std::vector<int64_t> first(groups.size(), -1), last(groups.size(), -1);
+  std::map<int32_t, size_t> group_of_slot;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (const std::string& fqn : groups[g]) {
+      int32_t slot = -1;
+      for (size_t i = 0; i < impl.state.size(); ++i) {
+        if (impl.state[i].fqn != fqn) continue;
+        impl.streamed[i] = true;
+        slot = impl.input_slots[impl.state[i].graph_input];
+      }
+      impl.group_slots[g].push_back(slot);
+      if (slot >= 0) group_of_slot[slot] = g;
+    }
+  }
+  for (size_t i = 0; i < impl.instrs.size(); ++i) {
+    auto read = [&](int32_t slot) {
+      auto it = group_of_slot.find(slot);
+      if (it == group_of_slot.end()) return;
+      if (first[it->second] < 0) first[it->second] = static_cast<int64_t>(i);
+      last[it->second] = static_cast<int64_t>(i);
+    };
+    for (const Source& s : impl.instrs[i].args) {
+      if (s.slot >= 0) read(s.slot);
+      for (int32_t x : s.slots) read(x);
+    }
+  }
+  std::vector<size_t> order;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (first[g] >= 0) order.push_back(g);
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return first[a] < first[b]; });
+  for (size_t k = 0; k < order.size(); ++k) {
+    const size_t g = order[k];
+    const int64_t next = k + 1 < order.size() ? static_cast<int64_t>(order[k + 1]) : -1;
+    impl.acquire_before[static_cast<size_t>(first[g])].push_back({g, next});
+    impl.release_after[static_cast<size_t>(last[g])].push_back(g);
+  }
+  (void)program;
+}
+
 }  // namespace
 
 Interpreter::Interpreter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -619,9 +674,36 @@ std::unique_ptr<Interpreter> Interpreter::Load(const program::Program& original,
     impl->output_slots.push_back(impl->Slot(o.name));
   }
   impl->never_free = impl->output_slots;
+  // Gathered parameters: their graph-input values, which no fast kernel or fusion may pack.
+  std::set<std::string> gathered;
+  std::vector<std::vector<std::string>> groups;
+  if (options.weights != nullptr) {
+    groups = options.weights->Groups();
+    std::map<std::string, std::string> value_of;  // fqn -> graph input value
+    for (size_t i = 0; i < program.inputs.size(); ++i) {
+      if (program.inputs[i].kind == AK::kTensor) value_of[program.input_specs[i].target] = program.inputs[i].name;
+    }
+    for (const auto& group : groups) {
+      for (const std::string& fqn : group) {
+        auto it = value_of.find(fqn);
+        if (it == value_of.end()) throw ProgramError(program.path + ": gathered parameter `" + fqn + "` is not an input of the program");
+        gathered.insert(it->second);
+      }
+    }
+  }
+  auto reads_gathered = [&](const std::vector<std::string>& values) {
+    for (const std::string& v : values) {
+      if (gathered.count(v)) return true;
+    }
+    return false;
+  };
   // Fusions: each replaces its nodes by one instruction at the last of them.
   std::vector<Fusion> fusions;
   if (options.fast_kernels) fusions = FindFusions(program, options.device);
+  if (!gathered.empty()) {
+    fusions.erase(std::remove_if(fusions.begin(), fusions.end(), [&](const Fusion& f) { return reads_gathered(f.inputs); }),
+                  fusions.end());
+  }
   std::vector<int32_t> fusion_of(program.nodes.size(), -1);
   for (size_t f = 0; f < fusions.size(); ++f) {
     for (size_t n : fusions[f].nodes) fusion_of[n] = static_cast<int32_t>(f);
@@ -684,7 +766,11 @@ std::unique_ptr<Interpreter> Interpreter::Load(const program::Program& original,
       instr.out_lists.resize(1);
     } else {
       PrepareDispatch(*impl, n, instr);
-      if (options.fast_kernels) {
+      std::vector<std::string> reads;
+      for (const program::NamedArgument& in : node.inputs) {
+        for (const std::string& t : in.arg.TensorNames()) reads.push_back(t);
+      }
+      if (options.fast_kernels && !reads_gathered(reads)) {
         FastKernelContext ctx{program, node, options.device, [&impl](const std::string& name) { return impl->Slot(name); }};
         instr.fast = MakeFastKernel(ctx);
         if (instr.fast) {
@@ -697,6 +783,7 @@ std::unique_ptr<Interpreter> Interpreter::Load(const program::Program& original,
     impl->instrs.push_back(std::move(instr));
   }
   ComputeLastUses(*impl);
+  if (!groups.empty()) PlanGathers(*impl, program, groups);
   impl->frame.resize(impl->num_slots);
   return std::unique_ptr<Interpreter>(new Interpreter(std::move(impl)));
 }
@@ -769,6 +856,7 @@ std::vector<at::Tensor> Interpreter::Run(const std::vector<c10::IValue>& user_in
   }
   std::vector<c10::IValue>& frame = impl.frame;
   for (size_t i = 0; i < impl.state.size(); ++i) {
+    if (!impl.streamed.empty() && impl.streamed[i]) continue;  // gathered when first read
     const at::Tensor* t = impl.state_tensor[i];
     if (t == nullptr || !t->defined()) {
       throw ProgramError(impl.program->path + ": `" + impl.state[i].fqn + "` has no value (not loaded)");
@@ -800,6 +888,15 @@ std::vector<at::Tensor> Interpreter::Run(const std::vector<c10::IValue>& user_in
   for (size_t index = 0; index < impl.instrs.size(); ++index) {
     Instr& instr = impl.instrs[index];
     if (impl.observer) move_to(impl.instr_frames[index]);
+    if (!impl.acquire_before.empty()) {
+      for (const auto& [g, next] : impl.acquire_before[index]) {
+        std::vector<at::Tensor> tensors = impl.options.weights->Acquire(g, next);
+        const std::vector<int32_t>& slots = impl.group_slots[g];
+        for (size_t k = 0; k < slots.size() && k < tensors.size(); ++k) {
+          if (slots[k] >= 0) frame[static_cast<size_t>(slots[k])] = std::move(tensors[k]);
+        }
+      }
+    }
     stack.clear();
     for (const Source& s : instr.args) {
       switch (s.kind) {
@@ -921,6 +1018,9 @@ std::vector<at::Tensor> Interpreter::Run(const std::vector<c10::IValue>& user_in
       }
     }
     for (int32_t s : instr.free_after) frame[static_cast<size_t>(s)] = c10::IValue();
+    if (!impl.release_after.empty()) {
+      for (size_t g : impl.release_after[index]) impl.options.weights->Release(g);
+    }
   }
   if (impl.observer) move_to({});
   std::vector<at::Tensor> outputs;

@@ -29,6 +29,20 @@ namespace weft::interp {
 
 class EditBackend;
 
+// Parameters held as slices and gathered block by block (executor/weight_stream.h): the
+// interpreter asks for a group's tensors just before the first instruction that reads one of them,
+// and says when the last has run; between runs it holds none of them.
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  // The groups, each a list of parameter fqns (state inputs of the program).
+  virtual std::vector<std::vector<std::string>> Groups() const = 0;
+  // Group `g`'s tensors in Groups()[g] order; `next` is the group the run asks for after it (-1:
+  // none), which the source may start gathering now.
+  virtual std::vector<at::Tensor> Acquire(size_t g, int64_t next) = 0;
+  virtual void Release(size_t g) = 0;
+};
+
 struct LoadOptions {
   c10::Device device = c10::Device(c10::kCPU);
   // A plan's edits, applied to the program already (compiler/program/edits.h), and what runs
@@ -36,8 +50,11 @@ struct LoadOptions {
   const plan::ProgramEdits* edits = nullptr;
   EditBackend* backend = nullptr;
   // Substitute weft's fast kernels for the op patterns it knows (fp32 CPU Linear as a oneDNN
-  // matmul on a weight packed once); results equal up to float rounding.
+  // matmul on a weight packed once); results equal up to float rounding. Not for a node reading
+  // a gathered parameter (a packed copy would keep what the gather frees).
   bool fast_kernels = true;
+  // Gathered parameters (outlives the interpreter), or none.
+  WeightSource* weights = nullptr;
 };
 
 class Interpreter {

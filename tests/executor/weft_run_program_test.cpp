@@ -147,6 +147,9 @@ TEST(WeftRunProgram, PlansOnProgramsMakeTheBuiltInModelsCollectivesAsPredicted) 
       {"", "flux-tiny", "inputs_128x128-b3", "cfg=2,ulysses=2"},
       {"", "qwen-image-tiny", "inputs_128x96-b3", "cfg=2,ring=2"},
       {"", "hunyuanvideo-tiny", "inputs_64x48x9-b3", "cfg=2,ulysses=2"},
+      // Weights sliced over ranks: one all-gather per block, this rank's slice to each other.
+      {"", "flux-tiny", "inputs_64x96", "tp=2,ulysses=2 --shard-weights cp"},
+      {"", "wan-tiny", "inputs_64x64x5", "cfg=2,ring=2 --shard-weights cp,cfg"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.program + " on " + c.mesh);
