@@ -89,6 +89,7 @@ def main():
                                     "sharded": max(sh["parameter_bytes_per_rank"])},
                 "weight_buffer_bytes": max(sh["weight_buffer_bytes_per_rank"]),
                 "weights_bytes": {"predicted": predicted, "measured": measured},
+                "gathers_ms_per_forward": sh.get("weight_gathers_ms_per_forward"),
             }
             rows.append(row)
             mb = lambda b: "%.1f MB" % (b / 1e6)
@@ -102,6 +103,10 @@ def main():
                       mb(row["parameter_bytes"]["replicated"]), mb(row["parameter_bytes"]["sharded"]),
                       row["parameter_bytes"]["sharded"] / row["parameter_bytes"]["replicated"],
                       mb(row["weight_buffer_bytes"]), predicted, measured, predicted == measured), flush=True)
+            g = row["gathers_ms_per_forward"] or {}
+            print("%-21s gathers %.1f ms per forward on their thread, %.1f ms of it waited for (%.0f%% hidden)" % (
+                "", g.get("gather", 0), g.get("waited", 0),
+                100 * (1 - g.get("waited", 0) / g["gather"]) if g.get("gather") else 0), flush=True)
     print("load average %.2f" % os.getloadavg()[0])
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")

@@ -497,6 +497,13 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
                                                : std::vector<int64_t>{parameter_bytes};
   report["weight_buffer_bytes_per_rank"] = sharded ? ctx.AllGatherSizes(dist::Axis::kWorld, buffer_bytes)
                                                    : std::vector<int64_t>{buffer_bytes};
+  if (stream) {
+    // Per forward on this rank: the gathers' time on their thread, and what of it the job waited
+    // for (the rest overlapped with computing).
+    const double forwards = static_cast<double>(std::max(1, o.iters) + o.warmup);
+    report["weight_gathers_ms_per_forward"] = {{"gather", stream->gather_ms() / forwards},
+                                               {"waited", stream->wait_ms() / forwards}};
+  }
   Json transport = Json::object();
   for (dist::Axis axis : dist::kAllAxes) {
     if (ctx.AxisSize(axis) > 1) transport[dist::AxisName(axis)] = ctx.CpuTransport(axis);

@@ -3,9 +3,11 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "executor/exec_error.h"
 #include "runtime/dist/counters.h"
+#include "runtime/nn/onednn_linear.h"
 
 namespace weft::exec {
 namespace {
@@ -102,6 +104,11 @@ void WeightStream::MoveTo(c10::Device device) {
   }
 }
 
+double WeightStream::gather_ms() const {
+  std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));
+  return gather_ms_;
+}
+
 int64_t WeightStream::slice_bytes() const {
   int64_t total = 0;
   for (const at::Tensor& s : slices_) total += s.defined() ? s.numel() : 0;
@@ -120,6 +127,7 @@ at::Tensor WeightStream::FreeBuffer(int64_t bytes) {
     if (buffer.numel() >= bytes && buffer.storage().use_count() == 1) return buffer.narrow(0, 0, bytes);
   }
   pool_.push_back(at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(device_)));
+  nn::onednn::MarkTransient(pool_.back().data_ptr(), bytes);
   int64_t held = 0;
   for (const at::Tensor& buffer : pool_) held += buffer.numel();
   peak_buffer_bytes_ = std::max(peak_buffer_bytes_, held);
@@ -145,12 +153,15 @@ void WeightStream::Work() {
     at::Tensor buffer = FreeBuffer(block.slice_bytes * placement_.ranks);
     lock.unlock();
     std::exception_ptr error;
+    const auto start = std::chrono::steady_clock::now();
     try {
       ctx_.AllGatherInto(dist::Axis::kWeights, slices_[g], buffer);
     } catch (...) {
       error = std::current_exception();
     }
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     lock.lock();
+    gather_ms_ += ms;
     Pending& p = pending_[g];
     p.buffer = std::move(buffer);
     p.error = error;
@@ -164,7 +175,9 @@ std::vector<at::Tensor> WeightStream::Acquire(size_t g, int64_t next) {
   at::Tensor buffer;
   {
     std::unique_lock<std::mutex> lock(mu_);
+    const auto start = std::chrono::steady_clock::now();
     cv_.wait(lock, [&] { return pending_[g].done; });
+    wait_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (pending_[g].error) {
       const std::exception_ptr error = pending_[g].error;
       pending_.erase(g);

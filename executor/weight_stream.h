@@ -59,6 +59,10 @@ class WeightStream final : public interp::WeightSource {
   // buffers held at once.
   int64_t slice_bytes() const;
   int64_t buffer_bytes() const { return peak_buffer_bytes_; }
+  // Time the gathers took on their thread, and the time the job waited for them (what the
+  // overlap did not hide), since construction, in ms.
+  double gather_ms() const;
+  double wait_ms() const { return wait_ms_; }
 
  private:
   struct Pending {
@@ -88,6 +92,8 @@ class WeightStream final : public interp::WeightSource {
   std::map<size_t, Pending> pending_;  // requested this run, not yet released
   std::vector<at::Tensor> pool_;       // gather buffers
   int64_t peak_buffer_bytes_ = 0;
+  double gather_ms_ = 0;  // under mu_
+  double wait_ms_ = 0;
   bool stop_ = false;
   std::thread worker_;
 };

@@ -51,13 +51,15 @@ int RunCheck(const CompileOptions& o) {
     bool ok = compiled.has_value();
     // Into the program itself: every edit decided, and applied to a copy, as weft-run will.
     if (ok && !diags.has_errors() && in.programs[c.graph] != nullptr) ok = LowerIntoProgram(in, c, *compiled, diags);
+    std::vector<diag::Diagnostic> found = collected.Take();
     if (ok && !diags.has_errors()) {
       ++clean;
-      continue;
+      if (found.empty()) continue;  // a clean combination shows its warnings
+    } else {
+      failed = true;
     }
-    failed = true;
     if (text) std::cerr << "weft check: " << CombinationName(in, c) << ":\n";
-    Forward(collected.Take(), *renderer, seen);
+    Forward(std::move(found), *renderer, seen);
   }
   renderer->Flush();
   if (text) {

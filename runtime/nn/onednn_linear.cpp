@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <mutex>
 #include <atomic>
 #include <string>
 #include <vector>
@@ -51,7 +52,20 @@ bool PackFits(int64_t held_after) {
 // The weight block to multiply by: its cached packed copy, a new one, or (over budget) the
 // plain block. A refused pack is remembered, so the memory check runs once per weight, not on
 // every call.
+std::mutex g_transient_mu;
+std::vector<std::pair<uintptr_t, uintptr_t>> g_transient;  // [begin, end)
+
+bool Transient(const at::Tensor& t) {
+  const auto p = reinterpret_cast<uintptr_t>(t.storage().data());
+  std::lock_guard<std::mutex> lock(g_transient_mu);
+  for (const auto& [begin, end] : g_transient) {
+    if (p >= begin && p < end) return true;
+  }
+  return false;
+}
+
 at::Tensor WeightBlock(Linear& proj, const at::Tensor& weight, int64_t offset, int64_t width, int64_t rows) {
+  if (Transient(weight)) return weight.narrow(1, offset, width).contiguous();
   std::vector<Linear::PackedWeight>& cache = proj.packed_weights();
   auto entry = std::find_if(cache.begin(), cache.end(), [&](const auto& e) { return e.offset == offset && e.width == width; });
   if (entry == cache.end()) entry = cache.insert(cache.end(), Linear::PackedWeight{{}, {}, -1, offset, width, 0});
@@ -76,6 +90,12 @@ at::Tensor WeightBlock(Linear& proj, const at::Tensor& weight, int64_t offset, i
 bool Available() { return PointwiseOp() && BinaryOp() && ReorderOp(); }
 
 int64_t PackedBytes() { return g_packed_bytes.load(); }
+
+void MarkTransient(const void* begin, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(g_transient_mu);
+  const auto b = reinterpret_cast<uintptr_t>(begin);
+  g_transient.emplace_back(b, b + static_cast<uintptr_t>(bytes));
+}
 
 at::Tensor Matmul(Linear& proj, const at::Tensor& weight, const at::Tensor& x, int64_t offset, int64_t width,
                   const std::optional<at::Tensor>& bias, Epilogue epilogue, const at::Tensor* add) {

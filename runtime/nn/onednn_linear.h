@@ -36,4 +36,10 @@ at::Tensor Matmul(Linear& proj, const at::Tensor& weight, const at::Tensor& x, i
 // Bytes of packed weights held by the process (for tests and reports).
 int64_t PackedBytes();
 
+// Memory that holds weights only for a while (the buffers weights sliced over ranks are gathered
+// into, executor/weight_stream.h): a weight there is multiplied as it is, never packed nor held
+// -- a packed copy would keep every block whole, and holding it would keep the buffer taken.
+// Thread-safe.
+void MarkTransient(const void* begin, int64_t bytes);
+
 }  // namespace weft::nn::onednn

@@ -674,7 +674,8 @@ std::unique_ptr<Interpreter> Interpreter::Load(const program::Program& original,
     impl->output_slots.push_back(impl->Slot(o.name));
   }
   impl->never_free = impl->output_slots;
-  // Gathered parameters: their graph-input values, which no fast kernel or fusion may pack.
+  // Gathered parameters: every one must be an input of the program. (Fast kernels multiply them
+  // as they are, never packing a copy: runtime/nn/onednn_linear.h MarkTransient.)
   std::set<std::string> gathered;
   std::vector<std::vector<std::string>> groups;
   if (options.weights != nullptr) {
@@ -691,19 +692,10 @@ std::unique_ptr<Interpreter> Interpreter::Load(const program::Program& original,
       }
     }
   }
-  auto reads_gathered = [&](const std::vector<std::string>& values) {
-    for (const std::string& v : values) {
-      if (gathered.count(v)) return true;
-    }
-    return false;
-  };
   // Fusions: each replaces its nodes by one instruction at the last of them.
   std::vector<Fusion> fusions;
   if (options.fast_kernels) fusions = FindFusions(program, options.device);
-  if (!gathered.empty()) {
-    fusions.erase(std::remove_if(fusions.begin(), fusions.end(), [&](const Fusion& f) { return reads_gathered(f.inputs); }),
-                  fusions.end());
-  }
+
   std::vector<int32_t> fusion_of(program.nodes.size(), -1);
   for (size_t f = 0; f < fusions.size(); ++f) {
     for (size_t n : fusions[f].nodes) fusion_of[n] = static_cast<int32_t>(f);
@@ -766,11 +758,7 @@ std::unique_ptr<Interpreter> Interpreter::Load(const program::Program& original,
       instr.out_lists.resize(1);
     } else {
       PrepareDispatch(*impl, n, instr);
-      std::vector<std::string> reads;
-      for (const program::NamedArgument& in : node.inputs) {
-        for (const std::string& t : in.arg.TensorNames()) reads.push_back(t);
-      }
-      if (options.fast_kernels && !reads_gathered(reads)) {
+      if (options.fast_kernels) {
         FastKernelContext ctx{program, node, options.device, [&impl](const std::string& name) { return impl->Slot(name); }};
         instr.fast = MakeFastKernel(ctx);
         if (instr.fast) {

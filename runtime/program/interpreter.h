@@ -50,8 +50,8 @@ struct LoadOptions {
   const plan::ProgramEdits* edits = nullptr;
   EditBackend* backend = nullptr;
   // Substitute weft's fast kernels for the op patterns it knows (fp32 CPU Linear as a oneDNN
-  // matmul on a weight packed once); results equal up to float rounding. Not for a node reading
-  // a gathered parameter (a packed copy would keep what the gather frees).
+  // matmul on a weight packed once -- a gathered weight is multiplied as it is); results equal up
+  // to float rounding.
   bool fast_kernels = true;
   // Gathered parameters (outlives the interpreter), or none.
   WeightSource* weights = nullptr;

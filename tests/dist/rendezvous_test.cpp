@@ -75,7 +75,7 @@ TEST(Rendezvous, MeshMustMatchWorld) {
     DistContext::Create(Single(FindFreePort()), MeshShape{2, 1, 1});
     ADD_FAILURE() << "no error";
   } catch (const DistError& e) {
-    EXPECT_STREQ(e.what(), "mesh ring=2,ulysses=1,tp=1 has 2 ranks (ring*ulysses*tp) but the world has 1");
+    EXPECT_STREQ(e.what(), "mesh ring=2,ulysses=1,tp=1 has 2 ranks (ring*ulysses*tp*cfg) but the world has 1");
   }
 }
 

@@ -92,7 +92,7 @@ expect 1 'env: FAILED: no GPU visible to torch on a GPU call' -- "$run" --steps 
 GPUS=2 expect 0 '^env: 2 x Stub GPU \(1 GiB\)' -- "$run" --steps env --out "$tmp/out7" --workdir "$tmp/w" "${py[@]}"
 
 # The summary helper of kit.py turns missing measurements into named failures, not tracebacks.
-expect 0 '^x: weft built-in FAILED \(exit 3; steps.log\), diffusers eager FAILED \(exit 4; steps.log\); no weft - diffusers comparison' -- \
+expect 0 '^x: weft program FAILED \(exit 3; steps.log\), diffusers eager FAILED \(exit 4; steps.log\); no weft - diffusers comparison' -- \
   python3 "$root/bench/gpu/kit.py" line model --label x --workdir "$tmp/none" --weft-rc 3 --diffusers-rc 4
 
 if ((failures)); then
