@@ -54,6 +54,7 @@ class WeightStream final : public interp::WeightSource {
   std::vector<std::vector<std::string>> Groups() const override;
   std::vector<at::Tensor> Acquire(size_t g, int64_t next) override;
   void Release(size_t g) override;
+  void Prefetch(size_t g) override { Request(g); }
 
   // Bytes this rank holds of the blocks' parameters (its slices), and the most the gather
   // buffers held at once.

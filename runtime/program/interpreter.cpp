@@ -79,6 +79,7 @@ struct Interpreter::Impl {
   std::vector<std::vector<size_t>> release_after;
   std::vector<std::vector<int32_t>> group_slots;
   std::vector<bool> streamed;  // per state input: gathered, not bound
+  int64_t first_group = -1;    // the group a run acquires first
   std::unordered_map<std::string, int32_t> slot_of;
   size_t num_slots = 0;
   std::vector<c10::IValue> frame;
@@ -610,6 +611,7 @@ void PlanGathers(Impl& impl, const program::Program& program, const std::vector<
     if (first[g] >= 0) order.push_back(g);
   }
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return first[a] < first[b]; });
+  if (!order.empty()) impl.first_group = static_cast<int64_t>(order.front());
   for (size_t k = 0; k < order.size(); ++k) {
     const size_t g = order[k];
     const int64_t next = k + 1 < order.size() ? static_cast<int64_t>(order[k + 1]) : -1;
@@ -856,6 +858,7 @@ std::vector<at::Tensor> Interpreter::Run(const std::vector<c10::IValue>& user_in
     const int32_t slot = impl.input_slots[impl.user_inputs[i]];
     if (slot >= 0) frame[static_cast<size_t>(slot)] = user_inputs[i];
   }
+  if (impl.first_group >= 0) impl.options.weights->Prefetch(static_cast<size_t>(impl.first_group));
   std::vector<c10::IValue> stack;
   stack.reserve(16);
   std::vector<int32_t> open;  // module spans the observer sees open, outermost first

@@ -41,6 +41,9 @@ class WeightSource {
   // none), which the source may start gathering now.
   virtual std::vector<at::Tensor> Acquire(size_t g, int64_t next) = 0;
   virtual void Release(size_t g) = 0;
+  // Group `g` is the first a run will ask for: called as the run starts (what runs before the
+  // first block -- embeddings -- hides its gather).
+  virtual void Prefetch(size_t g) = 0;
 };
 
 struct LoadOptions {
