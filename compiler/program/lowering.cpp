@@ -313,10 +313,6 @@ plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program
   return out;
 }
 
-namespace {
-
-// A block's parameter that another module reads too (tied weights) would be gathered by one
-// block and freed under the other: refused, naming both.
 void CheckWeightsUntied(const plan::ExecutionPlan& plan, const Program& p) {
   if (!plan.weights) return;
   std::map<std::string, std::string> value_of;  // parameter fqn -> graph input
@@ -341,8 +337,6 @@ void CheckWeightsUntied(const plan::ExecutionPlan& plan, const Program& p) {
     }
   }
 }
-
-}  // namespace
 
 void LowerToProgramWithCost(plan::ExecutionPlan& plan, const Program& program, const std::string& file,
                             const model::ModelGraph& graph) {

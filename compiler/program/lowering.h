@@ -37,8 +37,14 @@ plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program
 // graph view cannot see, so they join it.
 void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& program, const model::ModelGraph& graph);
 
-// Both of the above: plan.program = LowerToProgram(plan, program, file), then MatchCostToEdits, so
-// that no caller keeps edits with the graph view's cost. Throws as LowerToProgram.
+// Weights sliced over ranks (plan.weights): throws ProgramError when a node outside a block reads
+// one of the block's parameters (tied weights: gathered by one block, freed under the other),
+// naming the parameter, the block, the node and its module.
+void CheckWeightsUntied(const plan::ExecutionPlan& plan, const Program& program);
+
+// All of the above: plan.program = LowerToProgram(plan, program, file), CheckWeightsUntied, then
+// MatchCostToEdits, so that no caller keeps edits with the graph view's cost. Throws as
+// LowerToProgram.
 void LowerToProgramWithCost(plan::ExecutionPlan& plan, const Program& program, const std::string& file,
                             const model::ModelGraph& graph);
 

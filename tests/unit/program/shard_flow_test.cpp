@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "compiler/program/local_sizes.h"
+#include "compiler/program/lowering.h"
 #include "compiler/program/plan_edit_error.h"
 #include "compiler/program/shard_flow.h"
 #include "tests/support/program_builder.h"
@@ -242,6 +243,36 @@ TEST(LocalSizes, RefusesAMaskNotLaidOutWithItsKeys) {
                 "program: the mask `m` of context-parallel attention `o` (module `` (rule at plan.weft:7:3)) spans s5 "
                 "keys, which is neither one split stream nor a concatenation of split streams in this module: split "
                 "it in the plan, or leave the attention local");
+}
+
+
+// Weights sliced over ranks: a parameter of block `blocks.0` that a node of `blocks.1` reads too
+// (tied) would be freed under it; refused naming the parameter, both modules and the node.
+TEST(WeightSlices, TiedParameterIsRefusedNamingBothModules) {
+  Builder b;
+  b.Linear("y");  // reads `w` (blocks.0.layer.weight)
+  b.Add("z", "linear.default", {In("input", Tensor("y")), In("weight", Tensor("w"))}, {2, 8});
+  b.p.module_stacks = {{{"blocks.0", "Block", ""}}, {{"blocks.1", "Block", ""}}};
+  b.p.nodes[0].stack = 0;
+  b.p.nodes[1].stack = 1;
+  b.p.input_specs[1].target = "blocks.0.layer.weight";
+  plan::ExecutionPlan plan = Mesh(plan::kUlyssesAxis);
+  plan.mesh.weight_axes = {std::string(plan::kCpGroup)};
+  plan::WeightBlock block;
+  block.module = "blocks.0";
+  block.params = {"blocks.0.layer.weight"};
+  plan.weights = plan::WeightPlacement{2, {block}, {}};
+  try {
+    CheckWeightsUntied(plan, b.p);
+    FAIL() << "tied weights accepted";
+  } catch (const ProgramError& e) {
+    EXPECT_NE(std::string(e.what()).find("--shard-weights slices `w` with block `blocks.0`, but node `z` of module "
+                                         "`blocks.1` reads it too (tied weights)"),
+              std::string::npos)
+        << e.what();
+  }
+  b.p.nodes[1].stack = 0;  // both reads inside blocks.0: fine
+  EXPECT_NO_THROW(CheckWeightsUntied(plan, b.p));
 }
 
 }  // namespace
