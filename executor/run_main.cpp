@@ -385,14 +385,18 @@ std::string MemoryRefusal(const RunOptions& o, const dist::MeshShape& shape, int
   // The program's own dtype: its casts are baked in (another --dtype is refused by the job).
   const std::string dtype = p.manifest && p.manifest->dtype == "bf16" ? "bf16" : "fp32";
   const int64_t element = dtype == "bf16" ? 2 : 4;
-  const double per_rank = static_cast<double>(params) * element * (1.0 / shape.tp + (o.check ? 1.0 : 0.0));
+  // Sliced weights (--shard-weights over P ranks) hold at least 1/P of what tp leaves.
+  const int slices = shape.Size(dist::Axis::kWeights);
+  const double per_rank =
+      static_cast<double>(params) * element * (1.0 / (shape.tp * slices) + (o.check ? 1.0 : 0.0));
   if (per_rank * nproc <= static_cast<double>(available)) return "";
   return o.model_name + " needs at least " + Gb(per_rank * nproc) + " for its parameters on " + std::to_string(nproc) +
          " local rank(s) (" + std::to_string(params) + " parameters in " + dtype + ", divided by tp=" +
-         std::to_string(shape.tp) + (o.check ? ", plus an unsharded copy for --check" : "") +
+         std::to_string(shape.tp) + (slices > 1 ? " and by the " + std::to_string(slices) + " weight slices" : "") +
+         (o.check ? ", plus an unsharded copy for --check" : "") +
          ") but this machine has " + Gb(static_cast<double>(available)) +
          " available; use " + (dtype == "bf16" ? std::string() : "--dtype bf16 (a bf16 export), ") +
-         "a larger tp, or fewer ranks per machine";
+         "a larger tp, --shard-weights, or fewer ranks per machine";
 }
 
 // The most local ranks weft-run starts on one machine: 16 per core (a rank is mostly idle while it

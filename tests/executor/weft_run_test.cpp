@@ -523,7 +523,7 @@ TEST(WeftRunJob, JobThatCannotFitInMemoryIsRefusedUpFront) {
                           "(1418996800 parameters in bf16, divided by tp=1, plus an unsharded copy for --check) but "
                           "this machine has "),
             std::string::npos) << s.output;
-  EXPECT_NE(s.output.find(" available; use a larger tp, or fewer ranks per machine\n"), std::string::npos) << s.output;
+  EXPECT_NE(s.output.find(" available; use a larger tp, --shard-weights, or fewer ranks per machine\n"), std::string::npos) << s.output;
 }
 
 TEST(WeftRunJob, ModelDirWithoutConfigIsAClearError) {
