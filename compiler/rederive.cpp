@@ -35,12 +35,12 @@ std::string ItemText(const plan::Gather& g) {
 // comparison (origins and costs left out).
 std::string Describe(const plan::Split& s) {
   return "split " + ItemText(s) + " of " + std::to_string(s.global_size) + " into " + Sizes(s.sizes) +
-         (s.uneven ? " (uneven)" : "");
+         (s.uneven ? " (uneven)" : "") + " over " + s.group;
 }
 
 std::string Describe(const plan::Gather& g) {
   return "gather " + ItemText(g) + " of " + std::to_string(g.global_size) + " from " + Sizes(g.sizes) +
-         (g.uneven ? " (uneven)" : "");
+         (g.uneven ? " (uneven)" : "") + " over " + g.group;
 }
 
 std::string Describe(const plan::Attention& a) {
@@ -118,13 +118,15 @@ std::string Describe(const plan::ProgramEdit& e) {
   switch (e.kind) {
     case plan::ProgramEdit::Kind::kSplit:
       os << " dim " << e.dim << " rank " << e.rank << (e.scope.empty() ? "" : " in `" + e.scope + "`")
-         << (e.after_producer ? " after its producer" : "") << (e.uneven ? " (uneven)" : "");
+         << (e.after_producer ? " after its producer" : "") << (e.uneven ? " (uneven)" : "") << " over " << e.group;
       if (!e.parts.empty()) {
         os << " in parts";
         for (const std::string& part : e.parts) os << " " << part;
       }
       break;
-    case plan::ProgramEdit::Kind::kGather: os << " dim " << e.dim << " rank " << e.rank << (e.uneven ? " (uneven)" : ""); break;
+    case plan::ProgramEdit::Kind::kGather:
+      os << " dim " << e.dim << " rank " << e.rank << (e.uneven ? " (uneven)" : "") << " over " << e.group;
+      break;
     case plan::ProgramEdit::Kind::kAttention: os << ": " << (e.attention ? Describe(*e.attention) : "no attention"); break;
     case plan::ProgramEdit::Kind::kAllReduce: os << (e.bias.empty() ? "" : ", bias `" + e.bias + "` after the sum"); break;
     case plan::ProgramEdit::Kind::kArgument:
@@ -154,21 +156,27 @@ std::string ListDifferences(const std::string& context, const std::vector<std::s
 }
 
 std::string PlanAsRules(const plan::ExecutionPlan& plan) {
-  std::ostringstream cp, tp;
+  std::ostringstream cp, tp, cfg;
   for (const plan::ModuleStep& step : plan.steps) {
-    if (step.splits.size() == 1) {
-      cp << "  split " << Quote(step.module) << " " << ItemText(step.splits[0]) << "\n";
-    } else if (!step.splits.empty()) {
-      cp << "  split " << Quote(step.module) << " {\n";
-      for (const plan::Split& s : step.splits) cp << "    " << ItemText(s) << "\n";
-      cp << "  }\n";
-    }
-    if (step.gathers.size() == 1) {
-      cp << "  gather " << Quote(step.module) << " " << ItemText(step.gathers[0]) << "\n";
-    } else if (!step.gathers.empty()) {
-      cp << "  gather " << Quote(step.module) << " {\n";
-      for (const plan::Gather& g : step.gathers) cp << "    " << ItemText(g) << "\n";
-      cp << "  }\n";
+    // Splits and gathers over cfg become guidance_parallel rules, the others context_parallel.
+    for (const bool branches : {false, true}) {
+      std::ostringstream& out = branches ? cfg : cp;
+      std::vector<std::string> splits, gathers;
+      for (const plan::Split& s : step.splits) {
+        if ((s.group == plan::kCfgAxis) == branches) splits.push_back(ItemText(s));
+      }
+      for (const plan::Gather& g : step.gathers) {
+        if ((g.group == plan::kCfgAxis) == branches) gathers.push_back(ItemText(g));
+      }
+      for (const auto& [keyword, items] : {std::pair{"split", &splits}, std::pair{"gather", &gathers}}) {
+        if (items->size() == 1) {
+          out << "  " << keyword << " " << Quote(step.module) << " " << items->front() << "\n";
+        } else if (!items->empty()) {
+          out << "  " << keyword << " " << Quote(step.module) << " {\n";
+          for (const std::string& item : *items) out << "    " << item << "\n";
+          out << "  }\n";
+        }
+      }
     }
     // An attention mode the compiler derived (no rule named the site) is derived again.
     if (step.attention && !step.attention->origin.derived) {
@@ -194,6 +202,7 @@ std::string PlanAsRules(const plan::ExecutionPlan& plan) {
                      plan.model_class + "\n";
   if (!cp.str().empty()) text += "context_parallel {\n" + cp.str() + "}\n";
   if (!tp.str().empty()) text += "tensor_parallel {\n" + tp.str() + "}\n";
+  if (!cfg.str().empty()) text += "guidance_parallel {\n" + cfg.str() + "}\n";
   return text;
 }
 
@@ -240,6 +249,27 @@ std::vector<std::string> StepDifferences(const plan::ExecutionPlan& given, const
     auto d = in_derived.find(module);
     CompareSteps(g == in_given.end() ? nullptr : g->second, d == in_derived.end() ? nullptr : d->second, module,
                  differences);
+  }
+  // Weight slices: the layout every rank gathers by must be the compiler's.
+  auto layout = [](const std::optional<plan::WeightPlacement>& w) {
+    std::vector<std::string> out;
+    if (!w) return out;
+    for (const plan::WeightBlock& b : w->blocks) {
+      std::string text = "block `" + b.module + "` sliced " + std::to_string(w->ranks) + " ways, " +
+                         std::to_string(b.bytes) + " bytes in slices of " + std::to_string(b.slice_bytes) + ":";
+      for (size_t k = 0; k < b.params.size(); ++k) {
+        text += " " + b.params[k] + (k < b.dtypes.size() ? " " + b.dtypes[k] : "") +
+                (k < b.offsets.size() ? "@" + std::to_string(b.offsets[k]) : "") +
+                (k < b.shapes.size() ? Sizes(b.shapes[k]) : "");
+      }
+      out.push_back(text);
+    }
+    return out;
+  };
+  const std::vector<std::string> a = layout(given.weights), b = layout(derived.weights);
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    const std::string x = i < a.size() ? a[i] : "no such block", y = i < b.size() ? b[i] : "no such block";
+    if (x != y) differences.push_back("weights: the plan has `" + x + "`, the model gives `" + y + "`");
   }
   return differences;
 }

@@ -152,6 +152,22 @@ dist::MeshShape ParseMesh(const std::string& text) {
   return shape;
 }
 
+// What the weights are sliced over: --shard-weights, else what a --compiled plan was compiled
+// with (its mesh's `weight_axes`; the job checks the rest of the plan).
+std::string ShardWeights(const RunOptions& o) {
+  if (!o.shard_weights.empty() || o.compiled.empty()) return o.shard_weights;
+  std::ifstream in(o.compiled);
+  const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  std::string axes;
+  if (doc.is_object() && doc.contains("mesh") && doc["mesh"].is_object() && doc["mesh"].contains("weight_axes") &&
+      doc["mesh"]["weight_axes"].is_array()) {
+    for (const auto& a : doc["mesh"]["weight_axes"]) {
+      if (a.is_string()) axes += (axes.empty() ? "" : ",") + a.get<std::string>();
+    }
+  }
+  return axes;
+}
+
 // The mesh this run uses. Without --mesh: ring=2,ulysses=2 for 4 ranks (the default job),
 // else ulysses=N.
 dist::MeshShape ResolveMesh(const RunOptions& o, int world_size) {
@@ -171,7 +187,7 @@ dist::MeshShape ResolveMesh(const RunOptions& o, int world_size) {
     for (size_t i = 0; i < shape.order.size(); ++i) shape.order[i] = AxisNamed((*order)[i]);
   }
   // The group the weights are sliced over (dist::Axis::kWeights).
-  const std::vector<std::string> weight_axes = plan::ParseWeightAxes(o.shard_weights);
+  const std::vector<std::string> weight_axes = plan::ParseWeightAxes(ShardWeights(o));
   shape.weights_over_cp = std::count(weight_axes.begin(), weight_axes.end(), std::string(plan::kCpGroup)) > 0;
   shape.weights_over_cfg = std::count(weight_axes.begin(), weight_axes.end(), std::string(plan::kCfgAxis)) > 0;
   return shape;
@@ -326,7 +342,7 @@ int RunRank(const RunOptions& o) {
     for (dist::Axis axis : shape.order) {
       if (axis != dist::Axis::kCfg || shape.cfg > 1) job.mesh.axes.push_back({dist::AxisName(axis), shape.Size(axis)});
     }
-    job.mesh.weight_axes = plan::ParseWeightAxes(o.shard_weights);
+    job.mesh.weight_axes = plan::ParseWeightAxes(ShardWeights(o));
     job.mesh.world_size = shape.WorldSize();
     job.mesh.ulysses_anything = o.ulysses_anything;
     job.mesh.ring_anything = o.ring_anything;
