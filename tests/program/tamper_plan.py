@@ -3,6 +3,8 @@ and its content hash recomputed, as a hostile user would: the hash then holds, a
 runner's re-derivation (compiler/rederive.h) can tell.
 
 usage: tamper_plan.py IN.plan.json OUT.plan.json EDIT_KIND
+       tamper_plan.py IN.plan.json OUT.plan.json weights   (the first sliced block's first two
+                                                             parameters swap places in its layout)
 """
 import hashlib
 import json
@@ -22,11 +24,16 @@ def main():
     doc = json.load(open(src))
     if content_hash(doc) != doc["content_hash"]:
         sys.exit("tamper_plan.py: cannot reproduce the content hash of %s" % src)
-    edits = doc["program"]["edits"]
-    index = next((i for i, e in enumerate(edits) if e["kind"] == kind), None)
-    if index is None:
-        sys.exit("tamper_plan.py: %s has no %s edit" % (src, kind))
-    del edits[index]
+    if kind == "weights":
+        block = doc["weights"]["blocks"][0]
+        for key in ("params", "shapes", "dtypes"):
+            block[key][0], block[key][1] = block[key][1], block[key][0]
+    else:
+        edits = doc["program"]["edits"]
+        index = next((i for i, e in enumerate(edits) if e["kind"] == kind), None)
+        if index is None:
+            sys.exit("tamper_plan.py: %s has no %s edit" % (src, kind))
+        del edits[index]
     doc["content_hash"] = content_hash(doc)
     with open(dst, "w") as out:
         json.dump(doc, out, indent=1)
