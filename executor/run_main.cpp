@@ -187,7 +187,7 @@ dist::MeshShape ResolveMesh(const RunOptions& o, int world_size) {
     for (size_t i = 0; i < shape.order.size(); ++i) shape.order[i] = AxisNamed((*order)[i]);
   }
   // The group the weights are sliced over (dist::Axis::kWeights).
-  const std::vector<std::string> weight_axes = plan::ParseWeightAxes(ShardWeights(o));
+  const std::vector<std::string> weight_axes = plan::ParseWeightAxes(o.shard_weights);
   shape.weights_over_cp = std::count(weight_axes.begin(), weight_axes.end(), std::string(plan::kCpGroup)) > 0;
   shape.weights_over_cfg = std::count(weight_axes.begin(), weight_axes.end(), std::string(plan::kCfgAxis)) > 0;
   return shape;
@@ -342,7 +342,7 @@ int RunRank(const RunOptions& o) {
     for (dist::Axis axis : shape.order) {
       if (axis != dist::Axis::kCfg || shape.cfg > 1) job.mesh.axes.push_back({dist::AxisName(axis), shape.Size(axis)});
     }
-    job.mesh.weight_axes = plan::ParseWeightAxes(ShardWeights(o));
+    job.mesh.weight_axes = plan::ParseWeightAxes(o.shard_weights);
     job.mesh.world_size = shape.WorldSize();
     job.mesh.ulysses_anything = o.ulysses_anything;
     job.mesh.ring_anything = o.ring_anything;
@@ -669,6 +669,7 @@ int main(int argc, char** argv) {
 #endif
   }
   try {
+    o.shard_weights = ShardWeights(o);  // once: the launcher's mesh and every rank's read it
     ResolveProgram(o);
     const int status = o.dump_graph ? DumpGraph(o) : dist::LaunchedAsRank() ? RunRank(o) : RunLauncher(o, argc, argv);
     // A report or graph on a full disk or a closed pipe shows only now: never exit 0 with it lost.

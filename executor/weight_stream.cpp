@@ -105,7 +105,7 @@ void WeightStream::MoveTo(c10::Device device) {
 }
 
 double WeightStream::gather_ms() const {
-  std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));
+  std::lock_guard<std::mutex> lock(mu_);
   return gather_ms_;
 }
 

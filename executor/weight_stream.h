@@ -87,7 +87,7 @@ class WeightStream final : public interp::WeightSource {
   at::ScalarType dtype_ = at::kFloat;
   c10::Device device_ = c10::Device(c10::kCPU);
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<size_t> queue_;
   std::map<size_t, Pending> pending_;  // requested this run, not yet released

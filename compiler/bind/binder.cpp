@@ -198,6 +198,13 @@ int64_t HeadPad(int64_t heads, int64_t ulysses) {
   return ulysses - heads % ulysses;
 }
 
+// What a split cuts, for messages: "`hidden_states`", "`image_rotary_emb[0]`" or "output 0".
+std::string SplitWhat(const plan::Split& s) {
+  return s.target == plan::Split::Target::kOutput
+             ? "output " + std::to_string(s.output)
+             : "`" + s.argument + (s.element >= 0 ? "[" + std::to_string(s.element) + "]" : "") + "`";
+}
+
 std::string CpDegreeText(const plan::Mesh& m) {
   return "ring " + std::to_string(m.Ring()) + " x ulysses " + std::to_string(m.Ulysses());
 }
@@ -257,6 +264,16 @@ class Binder {
   void CheckOutputGathered();
   // The guidance_parallel section: the batch of branches split and gathered over the cfg axis.
   void BindGuidance();
+  void BindBranchSplit(model::ModuleId id, const syntax::ShardItem& item, const model::Value& value,
+                       const std::string& what, std::vector<SourceRange>& ranges);
+  // The split or gather an item makes of `value` over `parts` ranks of `group`.
+  plan::Split SplitOf(const syntax::ShardItem& item, const model::Value& value, int64_t parts,
+                      std::string_view group) const;
+  plan::Gather GatherOf(const syntax::ShardItem& item, const model::Value& value, int64_t parts,
+                        std::string_view group) const;
+  // True (and DuplicateSplit reported once) when `splits` split the tensor `s` of module `id` already.
+  bool SplitTwice(const std::vector<BoundSplit>& splits, const std::vector<SourceRange>& ranges, model::ModuleId id,
+                  const plan::Split& s, const syntax::ShardItem& item, const std::string& what);
 
   const syntax::PlanAst& ast_;
   const model::ModelGraph& graph_;
@@ -472,6 +489,59 @@ void Binder::ForEachBoundItem(const syntax::CpRule& rule, const char* rule_kind,
   }
 }
 
+plan::Split Binder::SplitOf(const syntax::ShardItem& item, const model::Value& value, int64_t parts,
+                            std::string_view group) const {
+  plan::Split s;
+  if (item.target.kind == syntax::TargetKind::kOutput) {
+    s.target = plan::Split::Target::kOutput;
+    s.output = item.target.index.value;
+  } else {
+    s.argument = item.target.argument.text;
+    if (item.target.kind == syntax::TargetKind::kArgumentElement) s.element = item.target.index.value;
+  }
+  s.group = std::string(group);
+  s.dim = item.dim.value;
+  s.rank = value.Rank();
+  s.optional = item.optional.has_value();
+  s.global_size = value.shape[static_cast<size_t>(s.dim)];
+  s.sizes = plan::SplitSizes(s.global_size, parts);
+  s.uneven = s.global_size % parts != 0;
+  s.origin = OriginOf(item.range);
+  return s;
+}
+
+plan::Gather Binder::GatherOf(const syntax::ShardItem& item, const model::Value& value, int64_t parts,
+                              std::string_view group) const {
+  plan::Gather g;
+  g.group = std::string(group);
+  g.output = item.target.index.value;
+  g.dim = item.dim.value;
+  g.rank = value.Rank();
+  g.global_size = value.shape[static_cast<size_t>(g.dim)];
+  g.sizes = plan::SplitSizes(g.global_size, parts);
+  g.uneven = g.global_size % parts != 0;
+  g.origin = OriginOf(item.range);
+  return g;
+}
+
+bool Binder::SplitTwice(const std::vector<BoundSplit>& splits, const std::vector<SourceRange>& ranges,
+                        model::ModuleId id, const plan::Split& s, const syntax::ShardItem& item,
+                        const std::string& what) {
+  for (size_t k = 0; k < splits.size(); ++k) {
+    const BoundSplit& o = splits[k];
+    if (o.module == id && o.split.target == s.target && o.split.argument == s.argument &&
+        o.split.element == s.element && o.split.output == s.output) {
+      if (Once(Key(item.range, "dup"))) {
+        diags_.Build(item.range, DuplicateSplit, what, Display(graph_.modules[id].path))
+            .Note(ranges[k], PreviousRule, Display(graph_.modules[id].path))
+            .Emit();
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
 void Binder::BindSplitRule(const syntax::CpRule& rule) {
   ForEachBoundItem(rule, "split", /*outputs_only=*/false,
                    [this](model::ModuleId id, const model::ModuleCalls& calls, const syntax::ShardItem& item,
@@ -482,21 +552,7 @@ void Binder::BindSplitRule(const syntax::CpRule& rule) {
 
 void Binder::BindSplitItem(model::ModuleId id, const model::ModuleCalls& calls, const syntax::ShardItem& item,
                            const model::Value& value, const std::string& what) {
-  plan::Split s;
-  if (item.target.kind == syntax::TargetKind::kOutput) {
-    s.target = plan::Split::Target::kOutput;
-    s.output = item.target.index.value;
-  } else {
-    s.argument = item.target.argument.text;
-    if (item.target.kind == syntax::TargetKind::kArgumentElement) s.element = item.target.index.value;
-  }
-  s.dim = item.dim.value;
-  s.rank = value.Rank();
-  s.optional = item.optional.has_value();
-  s.global_size = value.shape[static_cast<size_t>(s.dim)];
-  s.sizes = plan::SplitSizes(s.global_size, out_.mesh.Cp());
-  s.uneven = s.global_size % out_.mesh.Cp() != 0;
-  s.origin = OriginOf(item.range);
+  plan::Split s = SplitOf(item, value, out_.mesh.Cp(), plan::kCpGroup);
   if (out_.mesh.Cp() > 1 && s.global_size < out_.mesh.Cp()) {
     if (Once(Key(item.range, "short"))) {
       diags_.Emit(item.range, SplitNotDivisible, what, Display(graph_.modules[id].path), s.global_size, s.dim,
@@ -515,21 +571,7 @@ void Binder::BindSplitItem(model::ModuleId id, const model::ModuleCalls& calls, 
     }
   }
   // Duplicate: the same tensor of the same module split twice.
-  bool duplicate = false;
-  for (size_t k = 0; k < out_.splits.size(); ++k) {
-    const BoundSplit& o = out_.splits[k];
-    if (o.module == id && o.split.target == s.target && o.split.argument == s.argument &&
-        o.split.element == s.element && o.split.output == s.output) {
-      if (Once(Key(item.range, "dup"))) {
-        diags_.Build(item.range, DuplicateSplit, what, Display(graph_.modules[id].path))
-            .Note(split_ranges_[k], PreviousRule, Display(graph_.modules[id].path))
-            .Emit();
-      }
-      duplicate = true;
-      break;
-    }
-  }
-  if (duplicate) return;
+  if (SplitTwice(out_.splits, split_ranges_, id, s, item, what)) return;
   split_length_origin_.emplace(s.global_size, item.range);
   out_.splits.push_back({id, std::move(s)});
   split_ranges_.push_back(item.range);
@@ -539,14 +581,7 @@ void Binder::BindGatherRule(const syntax::CpRule& rule) {
   ForEachBoundItem(rule, "gather", /*outputs_only=*/true,
                    [&](model::ModuleId id, const model::ModuleCalls&, const syntax::ShardItem& item,
                        const model::Value& value, const std::string& what) {
-                     plan::Gather g;
-                     g.output = item.target.index.value;
-                     g.dim = item.dim.value;
-                     g.rank = value.Rank();
-                     g.global_size = value.shape[static_cast<size_t>(g.dim)];
-                     g.sizes = plan::SplitSizes(g.global_size, out_.mesh.Cp());
-                     g.uneven = g.global_size % out_.mesh.Cp() != 0;
-                     g.origin = OriginOf(item.range);
+                     plan::Gather g = GatherOf(item, value, out_.mesh.Cp(), plan::kCpGroup);
                      CheckDivisible(item.range, what, Display(graph_.modules[id].path), g.global_size, g.dim);
                      out_.gathers.push_back({id, std::move(g)});
                      gather_ranges_.push_back(item.range);
@@ -990,11 +1025,7 @@ void Binder::CheckOutputGathered() {
     }
   }
   const BoundSplit& first = out_.splits.front();
-  const std::string what = first.split.target == plan::Split::Target::kArgument
-                               ? "`" + first.split.argument +
-                                     (first.split.element >= 0 ? "[" + std::to_string(first.split.element) + "]" : "") +
-                                     "`"
-                               : "output " + std::to_string(first.split.output);
+  const std::string what = SplitWhat(first.split);
   auto builder = diags_.Build(split_ranges_.front(), OutputNotGathered, what, Display(graph_.modules[first.module].path),
                               output, graph_.class_name, shape, out_.mesh.Cp(), CpDegreeText(out_.mesh));
   if (last_split != 0 && split_ranges_[last_split].offset != split_ranges_.front().offset) {
@@ -1007,14 +1038,25 @@ void Binder::CheckOutputGathered() {
   builder.Emit();
 }
 
+void Binder::BindBranchSplit(model::ModuleId id, const syntax::ShardItem& item, const model::Value& value,
+                             const std::string& what, std::vector<SourceRange>& ranges) {
+  const int64_t cfg = out_.mesh.Cfg();
+  plan::Split s = SplitOf(item, value, cfg, plan::kCfgAxis);
+  if (cfg > 1 && s.global_size < cfg) {
+    if (Once(Key(item.range, "branches"))) {
+      diags_.Emit(item.range, FewerBranchesThanCfgRanks, what, Display(graph_.modules[id].path), s.global_size, s.dim,
+                  workload_->name, cfg);
+    }
+    return;
+  }
+  if (SplitTwice(out_.cfg_splits, ranges, id, s, item, what)) return;
+  out_.cfg_splits.push_back({id, std::move(s)});
+  ranges.push_back(item.range);
+}
+
 void Binder::BindGuidance() {
   const int64_t cfg = out_.mesh.Cfg();
   std::vector<SourceRange> split_ranges;
-  auto what_of = [](const plan::Split& s) {
-    return s.target == plan::Split::Target::kOutput
-               ? "output " + std::to_string(s.output)
-               : "`" + s.argument + (s.element >= 0 ? "[" + std::to_string(s.element) + "]" : "") + "`";
-  };
   std::vector<std::pair<BoundGather, SourceRange>> gathers;
   if (ast_.guidance_parallel) {
     for (const syntax::CpRule& rule : ast_.guidance_parallel->rules) {
@@ -1023,58 +1065,11 @@ void Binder::BindGuidance() {
       ForEachBoundItem(rule, split ? "split" : "gather", /*outputs_only=*/!split,
                        [&](model::ModuleId id, const model::ModuleCalls&, const syntax::ShardItem& item,
                            const model::Value& value, const std::string& what) {
-                         const int64_t length = value.shape[static_cast<size_t>(item.dim.value)];
-                         if (!split) {
-                           plan::Gather g;
-                           g.group = std::string(plan::kCfgAxis);
-                           g.output = item.target.index.value;
-                           g.dim = item.dim.value;
-                           g.rank = value.Rank();
-                           g.global_size = length;
-                           g.sizes = plan::SplitSizes(length, cfg);
-                           g.uneven = length % cfg != 0;
-                           g.origin = OriginOf(item.range);
-                           gathers.push_back({{id, std::move(g)}, item.range});
-                           return;
-                         }
-                         if (cfg > 1 && length < cfg) {
-                           if (Once(Key(item.range, "branches"))) {
-                             diags_.Emit(item.range, FewerBranchesThanCfgRanks, what, Display(graph_.modules[id].path),
-                                         length, item.dim.value, workload_->name, cfg);
-                           }
-                           return;
-                         }
-                         BoundSplit b{id, {}};
-                         plan::Split& s = b.split;
-                         if (item.target.kind == syntax::TargetKind::kOutput) {
-                           s.target = plan::Split::Target::kOutput;
-                           s.output = item.target.index.value;
+                         if (split) {
+                           BindBranchSplit(id, item, value, what, split_ranges);
                          } else {
-                           s.argument = item.target.argument.text;
-                           if (item.target.kind == syntax::TargetKind::kArgumentElement) s.element = item.target.index.value;
+                           gathers.push_back({{id, GatherOf(item, value, cfg, plan::kCfgAxis)}, item.range});
                          }
-                         s.group = std::string(plan::kCfgAxis);
-                         s.dim = item.dim.value;
-                         s.rank = value.Rank();
-                         s.optional = item.optional.has_value();
-                         s.global_size = length;
-                         s.sizes = plan::SplitSizes(length, cfg);
-                         s.uneven = length % cfg != 0;
-                         s.origin = OriginOf(item.range);
-                         for (size_t k = 0; k < out_.cfg_splits.size(); ++k) {
-                           const plan::Split& o = out_.cfg_splits[k].split;
-                           if (out_.cfg_splits[k].module == id && o.target == s.target && o.argument == s.argument &&
-                               o.element == s.element && o.output == s.output) {
-                             if (Once(Key(item.range, "dup"))) {
-                               diags_.Build(item.range, DuplicateSplit, what, Display(graph_.modules[id].path))
-                                   .Note(split_ranges[k], PreviousRule, Display(graph_.modules[id].path))
-                                   .Emit();
-                             }
-                             return;
-                           }
-                         }
-                         out_.cfg_splits.push_back(std::move(b));
-                         split_ranges.push_back(item.range);
                        });
     }
   }
@@ -1088,7 +1083,7 @@ void Binder::BindGuidance() {
   }
   if (gathers.empty()) {
     const BoundSplit& first = out_.cfg_splits.front();
-    diags_.Emit(split_ranges.front(), BranchesNeverGathered, what_of(first.split),
+    diags_.Emit(split_ranges.front(), BranchesNeverGathered, SplitWhat(first.split),
                 Display(graph_.modules[first.module].path), cfg);
     return;
   }
@@ -1097,7 +1092,7 @@ void Binder::BindGuidance() {
   for (const BoundSplit& s : out_.cfg_splits) {
     if (lengths.insert(s.split.global_size).second) {
       lengths_text += (lengths_text.empty() ? "" : ", ") + std::to_string(s.split.global_size) + " (" +
-                      what_of(s.split) + ")";
+                      SplitWhat(s.split) + ")";
     }
   }
   for (auto& [g, range] : gathers) {

@@ -77,6 +77,24 @@ std::optional<std::pair<int64_t, int64_t>> FirstOutputLocalElements(const model:
   return std::make_pair(elems, out.shape.empty() ? int64_t{1} : std::max<int64_t>(1, out.shape.back()));
 }
 
+// The traced output a gather moves (its module's first call), or nullptr when the trace lacks it.
+const model::Value* GatheredOutput(const model::Workload& w, const std::string& module, const plan::Gather& g) {
+  const model::ModuleCalls* calls = w.FindCalls(module);
+  if (calls == nullptr || calls->calls.empty() || g.output >= static_cast<int64_t>(calls->calls.front().outputs.size())) {
+    return nullptr;
+  }
+  return &calls->calls.front().outputs[static_cast<size_t>(g.output)];
+}
+
+// Bytes of `v` as the run holds it: floating tensors in the run's activation dtype, not
+// necessarily the trace's.
+int64_t RunBytes(const model::Value& v, int64_t elem_bytes) {
+  const int64_t traced = model::DTypeBytes(v.dtype);
+  const bool floating = v.dtype == "bf16" || (!v.dtype.empty() && v.dtype[0] == 'f');
+  return floating && traced > 0 && v.Bytes() != source::kSaturated ? source::SaturatingMul(v.Bytes() / traced, elem_bytes)
+                                                                     : v.Bytes();
+}
+
 // The first cost of `p` that saturated (a byte or call count past int64), described.
 std::optional<std::string> SaturatedCost(const plan::ExecutionPlan& p) {
   auto at = [](const plan::ModuleStep& s, const std::string& what) {
@@ -145,19 +163,9 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
   for (const bind::BoundGather& g : cp > 1 ? b.gathers : no_gathers) {
     plan::ModuleStep& s = step_of(g.module);
     s.gathers.push_back(g.gather);
-    const model::ModuleCalls* calls = w->FindCalls(s.module);
-    int64_t bytes = 0;
-    if (calls != nullptr && !calls->calls.empty() &&
-        g.gather.output < static_cast<int64_t>(calls->calls.front().outputs.size())) {
-      // Floating outputs move in the run's activation dtype, not necessarily the trace's.
-      const model::Value& v = calls->calls.front().outputs[static_cast<size_t>(g.gather.output)];
-      const int64_t traced = model::DTypeBytes(v.dtype);
-      const bool floating = v.dtype == "bf16" || (!v.dtype.empty() && v.dtype[0] == 'f');
-      bytes = floating && traced > 0 && v.Bytes() != source::kSaturated
-                  ? source::SaturatingMul(v.Bytes() / traced, elem_bytes)
-                  : v.Bytes();
-      if (!v.shape.empty()) bytes = OnBranches(bytes, v.shape.front(), b);
-    }
+    const model::Value* v = GatheredOutput(*w, s.module, g.gather);
+    int64_t bytes = v != nullptr ? RunBytes(*v, elem_bytes) : 0;
+    if (v != nullptr && !v->shape.empty()) bytes = OnBranches(bytes, v->shape.front(), b);
     s.cost.collectives.push_back(
         {plan::CollectiveOp::kAllGather, std::string(plan::kCpGroup), 1, plan::AllGatherBytes(bytes, cp)});
     if (g.gather.uneven) {
@@ -173,20 +181,11 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
   for (const bind::BoundGather& g : cfg > 1 ? b.cfg_gathers : no_gathers) {
     plan::ModuleStep& s = step_of(g.module);
     s.gathers.push_back(g.gather);
-    const model::ModuleCalls* calls = w->FindCalls(s.module);
-    int64_t local = 0;
-    if (calls != nullptr && !calls->calls.empty() &&
-        g.gather.output < static_cast<int64_t>(calls->calls.front().outputs.size())) {
-      const model::Value& v = calls->calls.front().outputs[static_cast<size_t>(g.gather.output)];
-      const int64_t traced = model::DTypeBytes(v.dtype);
-      const bool floating = v.dtype == "bf16" || (!v.dtype.empty() && v.dtype[0] == 'f');
-      const int64_t full = floating && traced > 0 && v.Bytes() != source::kSaturated
-                               ? source::SaturatingMul(v.Bytes() / traced, elem_bytes)
-                               : v.Bytes();
-      // This rank's rows of the gathered dim (a CP split of another dim has been gathered first).
-      local = full == source::kSaturated ? full
-                                         : source::SaturatingMul(full / g.gather.global_size, g.gather.sizes.front());
-    }
+    const model::Value* v = GatheredOutput(*w, s.module, g.gather);
+    const int64_t full = v != nullptr ? RunBytes(*v, elem_bytes) : 0;
+    // This rank's rows of the gathered dim (a CP split of another dim has been gathered first).
+    const int64_t local =
+        full == source::kSaturated ? full : source::SaturatingMul(full / g.gather.global_size, g.gather.sizes.front());
     s.cost.collectives.push_back({plan::CollectiveOp::kAllGather, std::string(plan::kCfgAxis), 1,
                                   source::SaturatingMul(local, cfg - 1)});
     if (g.gather.uneven) {

@@ -237,8 +237,6 @@ struct WeightBlock {
 struct WeightPlacement {
   int64_t ranks = 1;
   std::vector<WeightBlock> blocks;  // in module order, which is the order they run in
-  // Parameters two blocks read (tied): kept whole on every rank, gathered by nobody.
-  std::vector<std::string> tied;
 };
 
 // Everything the executor does at one module. Execution order at the module: split arguments,

@@ -249,7 +249,6 @@ std::vector<std::pair<std::string, OJson>> HeaderJson(const ExecutionPlan& p) {
       blocks.push_back(std::move(j));
     }
     w["blocks"] = std::move(blocks);
-    if (!p.weights->tied.empty()) w["tied"] = p.weights->tied;
     out.emplace_back("weights", std::move(w));
   }
   return out;
@@ -352,6 +351,23 @@ class Reader {
     }
   }
 
+  // An array of strings; `what` names an element for the error on one that is not.
+  void Strs(const OJson& obj, std::string_view key, const std::string& ptr, std::vector<std::string>& out,
+            const char* what, bool required = true) {
+    const OJson* j = Field(obj, key, ptr, required);
+    if (!j) return;
+    const std::string p = Child(ptr, key);
+    if (!Array(*j, p)) return;
+    out.clear();
+    for (size_t i = 0; i < j->size(); ++i) {
+      if ((*j)[i].is_string()) {
+        out.push_back((*j)[i].get<std::string>());
+      } else {
+        Error(Child(p, i), std::string("expected ") + what);
+      }
+    }
+  }
+
   template <typename E, typename Parse>
   void Enum(const OJson& obj, std::string_view key, const std::string& ptr, E& out, Parse parse,
             const char* expected) {
@@ -438,18 +454,7 @@ void ReadProgram(Reader& r, const OJson& j, ProgramEdits& out) {
     r.Int(e, "element", ep, edit.element, false);
     r.Int(e, "new_value", ep, edit.new_value, false);
     r.Str(e, "bias", ep, edit.bias, false);
-    if (const OJson* parts = r.Field(e, "parts", ep, false)) {
-      const std::string pp = Child(ep, "parts");
-      if (r.Array(*parts, pp)) {
-        for (size_t k = 0; k < parts->size(); ++k) {
-          if ((*parts)[k].is_string()) {
-            edit.parts.push_back((*parts)[k].get<std::string>());
-          } else {
-            r.Error(Child(pp, k), "expected the name of a symbolic int");
-          }
-        }
-      }
-    }
+    r.Strs(e, "parts", ep, edit.parts, "the name of a symbolic int", false);
     if (const OJson* a = r.Field(e, "attention", ep, false)) {
       Attention at;
       ReadAttention(r, *a, Child(ep, "attention"), at);
@@ -458,6 +463,49 @@ void ReadProgram(Reader& r, const OJson& j, ProgramEdits& out) {
     r.Str(e, "module", ep, edit.module);
     r.ReadOrigin(e, ep, edit.origin);
     out.edits.push_back(std::move(edit));
+  }
+}
+
+void ReadWeightBlock(Reader& r, const OJson& x, const std::string& bp, WeightBlock& b) {
+  if (!r.Object(x, bp)) return;
+  r.Keys(x, bp, {"module", "params", "shapes", "dtypes", "offsets", "bytes", "slice_bytes"});
+  r.Str(x, "module", bp, b.module);
+  r.Strs(x, "params", bp, b.params, "a parameter name");
+  if (const OJson* shapes = r.Field(x, "shapes", bp)) {
+    const std::string sp = Child(bp, "shapes");
+    if (r.Array(*shapes, sp)) {
+      for (size_t k = 0; k < shapes->size(); ++k) {
+        b.shapes.emplace_back();
+        const OJson& shape = (*shapes)[k];
+        if (!r.Array(shape, Child(sp, k))) continue;
+        for (size_t d = 0; d < shape.size(); ++d) {
+          if (shape[d].is_number_integer()) {
+            b.shapes.back().push_back(shape[d].get<int64_t>());
+          } else {
+            r.Error(Child(Child(sp, k), d), "expected an integer");
+          }
+        }
+      }
+    }
+  }
+  r.Strs(x, "dtypes", bp, b.dtypes, "a dtype name");
+  r.Ints(x, "offsets", bp, b.offsets);
+  r.Int(x, "bytes", bp, b.bytes);
+  r.Int(x, "slice_bytes", bp, b.slice_bytes);
+  if (b.shapes.size() != b.params.size() || b.dtypes.size() != b.params.size() || b.offsets.size() != b.params.size()) {
+    r.Error(bp, "one shape, dtype and offset per parameter");
+  }
+}
+
+void ReadWeights(Reader& r, const OJson& j, WeightPlacement& w) {
+  if (!r.Object(j, "/weights")) return;
+  r.Keys(j, "/weights", {"ranks", "blocks"});
+  r.Int(j, "ranks", "/weights", w.ranks);
+  if (const OJson* blocks = r.Field(j, "blocks", "/weights")) {
+    if (r.Array(*blocks, "/weights/blocks")) {
+      w.blocks.resize(blocks->size());
+      for (size_t i = 0; i < blocks->size(); ++i) ReadWeightBlock(r, (*blocks)[i], Child("/weights/blocks", i), w.blocks[i]);
+    }
   }
 }
 
@@ -748,65 +796,8 @@ PlanReadResult ReadPlanJson(std::string_view text, size_t max_errors) {
       }
     }
     if (const OJson* j = r.Field(doc, "weights", "", false)) {
-      if (r.Object(*j, "/weights")) {
-        r.Keys(*j, "/weights", {"ranks", "blocks", "tied"});
-        WeightPlacement w;
-        r.Int(*j, "ranks", "/weights", w.ranks);
-        if (const OJson* blocks = r.Field(*j, "blocks", "/weights")) {
-          if (r.Array(*blocks, "/weights/blocks")) {
-            for (size_t i = 0; i < blocks->size(); ++i) {
-              const std::string bp = Child("/weights/blocks", i);
-              const OJson& x = (*blocks)[i];
-              if (!r.Object(x, bp)) continue;
-              r.Keys(x, bp, {"module", "params", "shapes", "dtypes", "offsets", "bytes", "slice_bytes"});
-              WeightBlock b;
-              r.Str(x, "module", bp, b.module);
-              if (const OJson* params = r.Field(x, "params", bp)) {
-                if (r.Array(*params, Child(bp, "params"))) {
-                  for (const OJson& name : *params) {
-                    if (name.is_string()) b.params.push_back(name.get<std::string>());
-                  }
-                }
-              }
-              if (const OJson* shapes = r.Field(x, "shapes", bp)) {
-                if (r.Array(*shapes, Child(bp, "shapes"))) {
-                  for (size_t k = 0; k < shapes->size(); ++k) {
-                    b.shapes.emplace_back();
-                    if ((*shapes)[k].is_array()) {
-                      for (const OJson& d : (*shapes)[k]) {
-                        if (d.is_number_integer()) b.shapes.back().push_back(d.get<int64_t>());
-                      }
-                    }
-                  }
-                }
-              }
-              if (const OJson* dtypes = r.Field(x, "dtypes", bp)) {
-                if (r.Array(*dtypes, Child(bp, "dtypes"))) {
-                  for (const OJson& d : *dtypes) {
-                    if (d.is_string()) b.dtypes.push_back(d.get<std::string>());
-                  }
-                }
-              }
-              r.Ints(x, "offsets", bp, b.offsets);
-              r.Int(x, "bytes", bp, b.bytes);
-              r.Int(x, "slice_bytes", bp, b.slice_bytes);
-              if (b.shapes.size() != b.params.size() || b.dtypes.size() != b.params.size() ||
-                  b.offsets.size() != b.params.size()) {
-                r.Error(bp, "one shape, dtype and offset per parameter");
-              }
-              w.blocks.push_back(std::move(b));
-            }
-          }
-        }
-        if (const OJson* tied = r.Field(*j, "tied", "/weights", false)) {
-          if (r.Array(*tied, "/weights/tied")) {
-            for (const OJson& name : *tied) {
-              if (name.is_string()) w.tied.push_back(name.get<std::string>());
-            }
-          }
-        }
-        p.weights = std::move(w);
-      }
+      p.weights.emplace();
+      ReadWeights(r, *j, *p.weights);
     }
     if (const OJson* j = r.Field(doc, "program", "", false)) {
       p.program.emplace();

@@ -815,7 +815,12 @@ class ShardFlow {
     Set(out, stack && d <= result->dim ? result->dim + 1 : result->dim, result->blocks, result->rule);
   }
 
-  void Attention(const Node& n) {
+  // Attention runs apart along `dim` of its (B, H, S, D): the heads under tensor parallelism, the
+  // batch for guidance branches. Q, K and V must be sharded along it alike; a mask that varies
+  // along it must be sharded with them. Refusals say `whole` of a Q/K/V left whole, `elsewhere` of
+  // one sharded along another dim or layout, `mask_whole` of a mask that varies along `dim` unsharded.
+  void AttentionApart(const Node& n, int64_t dim, const std::string& whole, EditCheck elsewhere_check,
+                      const std::string& elsewhere, const std::string& mask_whole) {
     const std::string q = TensorArg(n, "query"), k = TensorArg(n, "key"), v = TensorArg(n, "value");
     const std::string mask = TensorArg(n, "attn_mask");
     const Sharding* sq = Find(q);
@@ -823,22 +828,34 @@ class ShardFlow {
     const Sharding* sv = Find(v);
     const Sharding* any = sq ? sq : sk ? sk : sv;
     const std::string any_name = sq ? q : sk ? k : v;
-    if (any == nullptr) Refuse(EditCheck::kTpAttentionHeadsMismatch, n, mask, *Find(mask), "its mask is tp-sharded");
+    const Sharding* sm = mask.empty() ? nullptr : Find(mask);
+    if (any == nullptr) {
+      Refuse(Tp() ? EditCheck::kTpAttentionHeadsMismatch : EditCheck::kTpColwiseEscapes, n, mask, *sm,
+             Tp() ? "its mask is tp-sharded" : "its mask is split over the branches but its queries, keys and values are whole");
+    }
     for (const auto& [role, name, s] : {std::tuple{"query", q, sq}, std::tuple{"key", k, sk}, std::tuple{"value", v, sv}}) {
       if (s == nullptr) {
-        Refuse(EditCheck::kTpAttentionHeadsMismatch, n, any_name, *any, std::string("its ") + role + " `" + name +
-                                      "` is whole while another of Q/K/V is sharded (shard its projection colwise too)");
+        Refuse(Tp() ? EditCheck::kTpAttentionHeadsMismatch : EditCheck::kTpColwiseEscapes, n, any_name, *any,
+               std::string("its ") + role + " `" + name + "` " + whole);
       }
-      if (s->dim != 1 || !s->SameLayout(*any)) {
-        Refuse(EditCheck::kTpAttentionHeadsMismatch, n, name, *s, "attention runs heads apart only: Q, K and V must be sharded alike along the heads (dim 1)");
-      }
+      if (s->dim != dim || !s->SameLayout(*any)) Refuse(elsewhere_check, n, name, *s, elsewhere);
     }
     if (!mask.empty()) {
-      if (const Sharding* sm = Find(mask)) Refuse(EditCheck::kTpAttentionHeadsMismatch, n, mask, *sm, "its mask is tp-sharded");
-      const int64_t d = 1 - (4 - Rank(mask));
-      if (d >= 0 && !StaticOne(mask, d)) Refuse(EditCheck::kTpAttentionHeadsMismatch, n, q, *sq, "its mask `" + mask + "` varies along the heads");
+      if (Tp() && sm != nullptr) Refuse(EditCheck::kTpAttentionHeadsMismatch, n, mask, *sm, "its mask is tp-sharded");
+      const int64_t d = dim - (4 - Rank(mask));  // the mask's dim that broadcasts along `dim`
+      if (sm == nullptr && d >= 0 && !StaticOne(mask, d)) {
+        Refuse(Tp() ? EditCheck::kTpAttentionHeadsMismatch : EditCheck::kTpColwiseEscapes, n, q, *sq,
+               "its mask `" + mask + "` " + mask_whole);
+      }
     }
-    Set(Outputs(n)[0], 1, any->blocks, any->rule);
+    Set(Outputs(n)[0], dim, any->blocks, any->rule);
+  }
+
+  void Attention(const Node& n) {
+    AttentionApart(n, 1, "is whole while another of Q/K/V is sharded (shard its projection colwise too)",
+                   EditCheck::kTpAttentionHeadsMismatch,
+                   "attention runs heads apart only: Q, K and V must be sharded alike along the heads (dim 1)",
+                   "varies along the heads");
   }
 
   // Context parallelism: queries keep their split (B, H, S, D: dim 2); split keys and values need
@@ -867,30 +884,10 @@ class ShardFlow {
   // Guidance branches: attention runs each batch row apart, so Q, K and V (B, H, S, D) must all
   // carry this rank's branches (dim 0), and so must a mask that varies along the batch.
   void BranchAttention(const Node& n) {
-    const std::string q = TensorArg(n, "query"), k = TensorArg(n, "key"), v = TensorArg(n, "value");
-    const std::string mask = TensorArg(n, "attn_mask");
-    const Sharding* sq = Find(q);
-    const Sharding* sk = Find(k);
-    const Sharding* sv = Find(v);
-    const Sharding* any = sq ? sq : sk ? sk : sv;
-    const std::string any_name = sq ? q : sk ? k : v;
-    if (any == nullptr) {  // only the mask is split
-      Refuse(EditCheck::kTpColwiseEscapes, n, mask, *Find(mask), "its mask is split over the branches but its queries, keys and values are whole");
-    }
-    for (const auto& [role, name, s] : {std::tuple{"query", q, sq}, std::tuple{"key", k, sk}, std::tuple{"value", v, sv}}) {
-      if (s == nullptr) {
-        Refuse(EditCheck::kTpColwiseEscapes, n, any_name, *any,
-               std::string("its ") + role + " `" + name + "` holds every branch while another of Q/K/V holds this rank's");
-      }
-      if (s->dim != 0) Refuse(EditCheck::kTpReducesShardedDim, n, name, *s, "attention mixes along the split dim (not its batch)");
-    }
-    if (!mask.empty() && Find(mask) == nullptr) {
-      const int64_t d = 4 - Rank(mask);  // the mask's batch dim, once broadcast to (B, H, Sq, Skv)
-      if (d <= 0 && !StaticOne(mask, -d)) {
-        Refuse(EditCheck::kTpColwiseEscapes, n, q, *sq, "its mask `" + mask + "` holds every branch (it varies along the batch) while the queries hold this rank's; split the mask's source with the branches");
-      }
-    }
-    Set(Outputs(n)[0], 0, any->blocks, any->rule);
+    AttentionApart(n, 0, "holds every branch while another of Q/K/V holds this rank's", EditCheck::kTpReducesShardedDim,
+                   "attention mixes along the split dim (not its batch)",
+                   "holds every branch (it varies along the batch) while the queries hold this rank's; split the "
+                   "mask's source with the branches");
   }
 
   void Norm(const Node& n, const std::string& value, const Sharding& s) {

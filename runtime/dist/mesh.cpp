@@ -30,7 +30,14 @@ int& BaseCoord(Mesh::Coords& c, Axis a) {
   }
 }
 
-int BaseCoord(const Mesh::Coords& c, Axis a) { return BaseCoord(const_cast<Mesh::Coords&>(c), a); }
+int BaseCoord(const Mesh::Coords& c, Axis a) {
+  switch (a) {
+    case Axis::kRing: return c.ring;
+    case Axis::kUlysses: return c.ulysses;
+    case Axis::kCfg: return c.cfg;
+    default: return c.tp;
+  }
+}
 
 }  // namespace
 

@@ -10,7 +10,6 @@
 #include <cmath>
 #include <map>
 #include <optional>
-#include <set>
 #include <unordered_map>
 
 #include "compiler/program/archive.h"
@@ -575,7 +574,7 @@ void ComputeLastUses(Impl& impl) {
 // Where each group of gathered parameters is acquired (before the first instruction reading one)
 // and released (after the last), groups in the order they are first read; their state inputs
 // are not bound at the start of a run.
-void PlanGathers(Impl& impl, const program::Program& program, const std::vector<std::vector<std::string>>& groups) {
+void PlanGathers(Impl& impl, const std::vector<std::vector<std::string>>& groups) {
   impl.acquire_before.assign(impl.instrs.size(), {});
   impl.release_after.assign(impl.instrs.size(), {});
   impl.streamed.assign(impl.state.size(), false);
@@ -584,12 +583,12 @@ void PlanGathers(Impl& impl, const program::Program& program, const std::vector<
   std::map<int32_t, size_t> group_of_slot;
   for (size_t g = 0; g < groups.size(); ++g) {
     for (const std::string& fqn : groups[g]) {
-      int32_t slot = -1;
-      for (size_t i = 0; i < impl.state.size(); ++i) {
-        if (impl.state[i].fqn != fqn) continue;
-        impl.streamed[i] = true;
-        slot = impl.input_slots[impl.state[i].graph_input];
+      auto state = std::find_if(impl.state.begin(), impl.state.end(), [&](const Interpreter::StateInput& s) { return s.fqn == fqn; });
+      if (state == impl.state.end()) {
+        throw ProgramError(impl.program->path + ": gathered parameter `" + fqn + "` is not an input of the program");
       }
+      impl.streamed[static_cast<size_t>(state - impl.state.begin())] = true;
+      const int32_t slot = impl.input_slots[state->graph_input];
       impl.group_slots[g].push_back(slot);
       if (slot >= 0) group_of_slot[slot] = g;
     }
@@ -618,7 +617,6 @@ void PlanGathers(Impl& impl, const program::Program& program, const std::vector<
     impl.acquire_before[static_cast<size_t>(first[g])].push_back({g, next});
     impl.release_after[static_cast<size_t>(last[g])].push_back(g);
   }
-  (void)program;
 }
 
 }  // namespace
@@ -676,24 +674,6 @@ std::unique_ptr<Interpreter> Interpreter::Load(const program::Program& original,
     impl->output_slots.push_back(impl->Slot(o.name));
   }
   impl->never_free = impl->output_slots;
-  // Gathered parameters: every one must be an input of the program. (Fast kernels multiply them
-  // as they are, never packing a copy: runtime/nn/onednn_linear.h MarkTransient.)
-  std::set<std::string> gathered;
-  std::vector<std::vector<std::string>> groups;
-  if (options.weights != nullptr) {
-    groups = options.weights->Groups();
-    std::map<std::string, std::string> value_of;  // fqn -> graph input value
-    for (size_t i = 0; i < program.inputs.size(); ++i) {
-      if (program.inputs[i].kind == AK::kTensor) value_of[program.input_specs[i].target] = program.inputs[i].name;
-    }
-    for (const auto& group : groups) {
-      for (const std::string& fqn : group) {
-        auto it = value_of.find(fqn);
-        if (it == value_of.end()) throw ProgramError(program.path + ": gathered parameter `" + fqn + "` is not an input of the program");
-        gathered.insert(it->second);
-      }
-    }
-  }
   // Fusions: each replaces its nodes by one instruction at the last of them.
   std::vector<Fusion> fusions;
   if (options.fast_kernels) fusions = FindFusions(program, options.device);
@@ -773,7 +753,9 @@ std::unique_ptr<Interpreter> Interpreter::Load(const program::Program& original,
     impl->instrs.push_back(std::move(instr));
   }
   ComputeLastUses(*impl);
-  if (!groups.empty()) PlanGathers(*impl, program, groups);
+  // Gathered parameters (fast kernels multiply them as they are, never packing a copy:
+  // runtime/nn/onednn_linear.h MarkTransient).
+  if (options.weights != nullptr) PlanGathers(*impl, options.weights->Groups());
   impl->frame.resize(impl->num_slots);
   return std::unique_ptr<Interpreter>(new Interpreter(std::move(impl)));
 }

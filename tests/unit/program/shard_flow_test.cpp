@@ -261,7 +261,7 @@ TEST(WeightSlices, TiedParameterIsRefusedNamingBothModules) {
   plan::WeightBlock block;
   block.module = "blocks.0";
   block.params = {"blocks.0.layer.weight"};
-  plan.weights = plan::WeightPlacement{2, {block}, {}};
+  plan.weights = plan::WeightPlacement{2, {block}};
   try {
     CheckWeightsUntied(plan, b.p);
     FAIL() << "tied weights accepted";
