@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""One class of the coverage table (tools/coverage.py): every step for one diffusers transformer,
+each cached in its work dir, the outcome written to WORK/result.json.
+
+  .venv/bin/python tools/coverage/run_class.py CLASS WORK [--force]
+
+Steps, each skipped when its inputs are unchanged and its outputs exist:
+  prepare    tiny config (tools/coverage/configs.json or tools/model_configs/*-tiny.json), seeded
+             weights saved by save_pretrained into WORK/model, inputs (tools/coverage/inputs.py) into
+             WORK/inputs.safetensors, diffusers' eager fp32 output into WORK/reference.safetensors
+  export     tools/export_program.py --model-dir WORK/model --inputs ... -o WORK/program.pt2
+  unsharded  weft-run --program ... --expect reference (fp32: <= 1e-4 x max|ref|)
+  plan       weft suggest --program ... -o WORK/plan.weft, then weft check at ulysses=2
+  u2, r2, tp2  weft-run --nproc 2 with the suggested plan at ulysses=2, ring=2 (p2p) and tp=2 (only
+             when the plan has tensor_parallel rules), each against the same diffusers reference
+
+A step's status is "ok", "fail" (with the first line of the reason), "skip" (a step before it
+failed, or nothing to do) or "n/a" (the tool that runs it does not exist yet). Every status is
+kept with a fingerprint of what it depended on, so a re-run redoes only what changed: a rebuilt
+weft-run or weft re-runs the steps that use it.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOOLS = os.path.dirname(HERE)
+ROOT = os.path.dirname(TOOLS)
+sys.path.insert(0, TOOLS)
+sys.path.insert(0, HERE)
+
+PYTHON = sys.executable
+WEFT = os.path.join(ROOT, "build", "compiler", "driver", "weft")
+WEFT_RUN = os.path.join(ROOT, "build", "executor", "weft-run")
+EXPORT = os.path.join(TOOLS, "export_program.py")
+STEP_TIMEOUT_S = 300
+MESHES = {"u2": ["--mesh", "ulysses=2"], "r2": ["--mesh", "ring=2", "--rotate", "p2p"], "tp2": ["--mesh", "tp=2"]}
+
+
+# ----------------------------------------------------------------------------------------------
+# Fingerprints and the result file
+
+def file_id(path):
+    """What a step's output depends on in a file: its size and modification time (cheap, enough
+    to notice a rebuild or a rewritten input)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return "%d:%d" % (st.st_size, int(st.st_mtime))
+
+
+def content_id(*paths):
+    """A hash of the files' bytes (the inputs and the config a program is exported from)."""
+    h = hashlib.sha256()
+    for p in paths:
+        try:
+            with open(p, "rb") as f:
+                h.update(f.read())
+        except OSError:
+            h.update(b"-")
+    return h.hexdigest()[:16]
+
+
+def fingerprint(*parts):
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def first_reason(text):
+    """The line of a tool's output that says why it failed: an `error:` diagnostic, the last
+    exception line of a Python traceback, or a tool's own message; never the traceback."""
+    lines = [l.rstrip() for l in text.splitlines() if l.strip()]
+    for pat in (r"error: ", r"^export_program: ", r"^weft-run: .*(FAILED|error|cannot|refus)", r"^\[rank \d\].*error"):
+        hits = [l for l in lines if re.search(pat, l)]
+        if hits:
+            return clean(hits[0])
+    exc = [l for l in lines if re.match(r"^[A-Za-z_.]*(Error|Exception|Exit)\b", l)]
+    if exc:
+        return clean(exc[-1])
+    return clean(lines[-1]) if lines else "no output"
+
+
+def clean(line):
+    line = line.replace(ROOT + "/", "").replace(os.path.expanduser("~"), "~")
+    return line[:300]
+
+
+def run_tool(cmd, log, timeout=STEP_TIMEOUT_S, env=None):
+    """(returncode, combined output) of `cmd`, the output also written to `log`."""
+    start = time.time()
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, cwd=ROOT,
+                           env=env, text=True, errors="replace")
+        rc, out = p.returncode, p.stdout
+    except subprocess.TimeoutExpired as e:
+        rc, out = 124, (e.stdout or "") if isinstance(e.stdout, str) else ""
+        out += "\ntimed out after %d s" % timeout
+    with open(log, "w") as f:
+        f.write("$ %s\n%s\n[rc %d, %.1f s]\n" % (" ".join(cmd), out, rc, time.time() - start))
+    return rc, out
+
+
+class Result:
+    """WORK/result.json: per step its status, reason, seconds and the fingerprint it was made at."""
+
+    def __init__(self, work, cls):
+        self.path = os.path.join(work, "result.json")
+        self.data = {"class": cls, "steps": {}}
+        if os.path.exists(self.path):
+            try:
+                with open(self.path) as f:
+                    old = json.load(f)
+                if old.get("class") == cls:
+                    self.data = old
+            except ValueError:
+                pass
+
+    def cached(self, step, fp):
+        s = self.data["steps"].get(step)
+        return s if s and s.get("fingerprint") == fp and s["status"] != "n/a" else None
+
+    def set(self, step, fp, status, reason="", seconds=0.0, **extra):
+        self.data["steps"][step] = dict(status=status, reason=reason, seconds=round(seconds, 1), fingerprint=fp, **extra)
+        self.save()
+
+    def status(self, step):
+        return self.data["steps"].get(step, {}).get("status")
+
+    def save(self):
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.data, f, indent=1)
+        os.replace(tmp, self.path)
+
+
+# ----------------------------------------------------------------------------------------------
+# Steps
+
+def step_prepare(cls, work):
+    """Config, weights, inputs and reference output, in this process (diffusers imported here)."""
+    import torch
+    import diffusers
+    import classes as class_inputs
+    from diffusers_models import seeded_weights
+    from export_program import write_inputs_file
+    spec = class_inputs.spec_of(cls)
+    model_dir = os.path.join(work, "model")
+    cls_obj = getattr(diffusers, cls)
+    torch.manual_seed(0)
+    model = cls_obj.from_config(dict(spec["config"])).eval()
+    seeded_weights(model, 0)
+    model.save_pretrained(model_dir, safe_serialization=True)
+    kwargs = spec["inputs"]()
+    for k, v in kwargs.items():
+        if isinstance(v, (list, tuple, dict)) and any(isinstance(x, torch.Tensor) for x in
+                                                      (v.values() if isinstance(v, dict) else v)):
+            raise SystemExit("the forward takes %s as a %s of tensors, which an inputs file (tensors by argument name, "
+                             "the rest JSON) cannot hold" % (k, type(v).__name__))
+    write_inputs_file(os.path.join(work, "inputs.safetensors"), kwargs)
+    with torch.no_grad():
+        out = model(**kwargs, return_dict=False)
+    flat = []
+
+    def collect(v):
+        if isinstance(v, torch.Tensor):
+            flat.append(v)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                collect(x)
+        elif isinstance(v, dict):
+            for x in v.values():
+                collect(x)
+    collect(out)
+    if not flat:
+        raise SystemExit("the forward returned no tensor")
+    from safetensors.torch import save_file
+    save_file({("output" if i == 0 else "output_%d" % i): t.detach().float().contiguous() for i, t in enumerate(flat)},
+              os.path.join(work, "reference.safetensors"))
+    params = sum(p.numel() for p in model.parameters())
+    return dict(params=params, outputs=[list(t.shape) for t in flat],
+                inputs={k: list(v.shape) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()
+                        if not isinstance(v, torch.Tensor) or True})
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("cls")
+    ap.add_argument("work")
+    ap.add_argument("--force", action="store_true", help="redo every step")
+    ap.add_argument("--prepare-only", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    cls, work = args.cls, os.path.abspath(args.work)
+    os.makedirs(work, exist_ok=True)
+
+    if args.prepare_only:  # the prepare step runs in a process of its own (see below)
+        info = step_prepare(cls, work)
+        with open(os.path.join(work, "prepare.json"), "w") as f:
+            json.dump(info, f, indent=1, default=str)
+        return
+
+    res = Result(work, cls)
+    if args.force:
+        res.data["steps"] = {}
+    import classes as class_inputs
+    model_dir = os.path.join(work, "model")
+    inputs = os.path.join(work, "inputs.safetensors")
+    ref = os.path.join(work, "reference.safetensors")
+    program = os.path.join(work, "program.pt2")
+    plan = os.path.join(work, "plan.weft")
+
+    # prepare: in a child process so that a crash in diffusers is a reason, not a dead job
+    fp = fingerprint("prepare", class_inputs.source_of(cls), file_id(os.path.join(TOOLS, "diffusers_models.py")))
+    if not res.cached("prepare", fp) or not all(os.path.exists(p) for p in (inputs, ref, model_dir)):
+        t = time.time()
+        rc, out = run_tool([PYTHON, os.path.abspath(__file__), cls, work, "--prepare-only"],
+                           os.path.join(work, "prepare.log"))
+        if rc == 0:
+            with open(os.path.join(work, "prepare.json")) as f:
+                info = json.load(f)
+            res.set("prepare", fp, "ok", "", time.time() - t, **info)
+        else:
+            res.set("prepare", fp, "fail", first_reason(out), time.time() - t)
+    prepared = res.status("prepare") == "ok"
+
+    def tool_step(step, fp, cmd, ok_if=None, needs=True):
+        """Runs `cmd` unless cached; records ok/fail (fail with the reason) or skip when not `needs`."""
+        if not needs:
+            res.set(step, fp, "skip", "")
+            return False
+        if res.cached(step, fp):
+            return res.status(step) == "ok"
+        t = time.time()
+        rc, out = run_tool(cmd, os.path.join(work, step + ".log"))
+        good = rc == 0 and (ok_if is None or ok_if(out))
+        res.set(step, fp, "ok" if good else "fail", "" if good else first_reason(out), time.time() - t)
+        return good
+
+    # export, then the program must load in weft's reader
+    base_fp = content_id(inputs, os.path.join(model_dir, "config.json"))
+    fp = fingerprint("export", base_fp, file_id(EXPORT), file_id(WEFT))
+    if not prepared:
+        res.set("export", fp, "skip")
+        exported = False
+    elif res.cached("export", fp) and os.path.exists(program):
+        exported = res.status("export") == "ok"
+    else:
+        t = time.time()
+        if os.path.exists(program):
+            os.remove(program)
+        rc, out = run_tool([PYTHON, EXPORT, "--model-dir", model_dir, "--inputs", inputs, "-o", program],
+                           os.path.join(work, "export.log"))
+        exported = rc == 0 and os.path.exists(program)
+        res.set("export", fp, "ok" if exported else "fail", "" if exported else first_reason(out), time.time() - t)
+    prog_fp = file_id(program) if exported else None
+
+    run_base = [WEFT_RUN, "--program", program, "--model-dir", model_dir, "--inputs", inputs, "--expect", ref,
+                "--timeout", "120"]
+    fp = fingerprint("unsharded", prog_fp, file_id(WEFT_RUN), file_id(ref))
+    tool_step("unsharded", fp, run_base + ["--nproc", "1", "--mesh", "ulysses=1"], needs=exported)
+
+    # plan: weft suggest (when it exists), then weft check at ulysses=2
+    have_suggest = os.path.exists(WEFT) and subprocess.run([WEFT, "suggest", "--help"], stdout=subprocess.DEVNULL,
+                                                           stderr=subprocess.DEVNULL).returncode == 0
+    fp = fingerprint("plan", prog_fp, file_id(WEFT))
+    if exported and not have_suggest:
+        res.set("plan", fp, "n/a", "suggest: not available")
+        planned = False
+    elif not res.cached("plan", fp) or not os.path.exists(plan):
+        t = time.time()
+        if os.path.exists(plan):
+            os.remove(plan)
+        planned = tool_step("plan", fp + "-suggest", [WEFT, "suggest", "--program", program, "-o", plan], needs=exported)
+        if planned:
+            rc, out = run_tool([WEFT, "check", plan, "--program", program, "--mesh", "ulysses=2"],
+                               os.path.join(work, "check.log"))
+            planned = rc == 0
+            res.set("plan", fp, "ok" if planned else "fail", "" if planned else "check: " + first_reason(out),
+                    time.time() - t)
+        else:
+            s = res.data["steps"]["plan"]
+            res.set("plan", fp, s["status"], ("suggest: " + s["reason"]) if s["reason"] else "", time.time() - t)
+    else:
+        planned = res.status("plan") == "ok"
+
+    has_tp = False
+    if planned:
+        with open(plan) as f:
+            has_tp = "tensor_parallel" in f.read()
+    plan_fp = file_id(plan) if planned else None
+    for step, mesh in MESHES.items():
+        fp = fingerprint(step, prog_fp, plan_fp, file_id(WEFT_RUN), file_id(ref))
+        if step == "tp2" and planned and not has_tp:
+            res.set(step, fp, "skip", "the plan has no tensor_parallel rules")
+            continue
+        tool_step(step, fp, run_base + ["--plan", plan, "--nproc", "2"] + mesh, needs=planned)
+    res.data["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    res.save()
+
+
+if __name__ == "__main__":
+    main()
