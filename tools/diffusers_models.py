@@ -213,7 +213,7 @@ def seeded_values(fqn, shape, seed):
     import numpy as np
     import torch
     n = int(np.prod(shape)) if len(shape) else 1
-    scale = np.float32(0.5) if len(shape) <= 1 else np.float32(1.0 / math.sqrt(n // max(1, shape[0])))
+    scale = np.float32(0.5) if len(shape) <= 1 else np.float32(1.0 / math.sqrt(max(1, n // max(1, shape[0]))))
     base = _splitmix64(np.array([(seed ^ _fnv1a64(fqn)) & _MASK], dtype=np.uint64))[0]
     with np.errstate(over="ignore"):
         bits = _splitmix64(base + np.arange(n, dtype=np.uint64))

@@ -457,14 +457,47 @@ def export(cls_name, cfg, kwargs, dtype, name, workloads, source, out_path):
         bypassed = OrderedDict()
         start = time.time()
         with preserving_signatures(bypassed):
-            ep = torch.export.export(model, (), fake_call, dynamic_shapes=spec, strict=False,
-                                     preserve_module_call_signature=preserve)
+            try:
+                ep = torch.export.export(model, (), fake_call, dynamic_shapes=spec, strict=False,
+                                         preserve_module_call_signature=preserve)
+            except Exception as e:  # noqa: BLE001 -- said in a few lines, no traceback
+                raise SystemExit(trace_failure(cls_name, e))
         extra["bypassed"] = bypassed
     seconds = time.time() - start
     buf = io.BytesIO()
     torch.export.save(ep, buf)
     strip_and_deflate(buf.getvalue(), out_path, extra)
     return ep, seconds
+
+
+def trace_failure(cls_name, e):
+    """What stopped torch.export, in a few lines: the exception's first line, then the innermost
+    call in diffusers (or torch's functional layer) where it was raised, file:line and the code."""
+    import traceback
+    frames = traceback.extract_tb(e.__traceback__)
+    here = [f for f in frames if "/diffusers/" in f.filename]
+    first = (str(e).strip().splitlines() or [""])[0]
+    lines = ["export_program: torch.export cannot trace %s: %s: %s" % (cls_name, type(e).__name__, first[:400])]
+    if here:
+        f = here[-1]
+        lines.append("  at %s:%d in %s: %s" % (f.filename.split("/diffusers/", 1)[1], f.lineno, f.name,
+                                              (f.line or "").strip()[:200]))
+    return "\n".join(lines)
+
+
+def verify_with_weft(out):
+    """The program as weft's reader sees it: `weft program OUT` must accept it, else the file is
+    removed and the reader's reason is the export's error. Skipped when weft is not built."""
+    import subprocess
+    weft = os.environ.get("WEFT_BIN") or os.path.join(os.path.dirname(HERE), "build", "compiler", "driver", "weft")
+    if not os.path.exists(weft):
+        return
+    p = subprocess.run([weft, "program", out], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                       errors="replace")
+    if p.returncode != 0:
+        os.remove(out)
+        reason = next((l for l in p.stderr.splitlines() if l.strip()), "exit %d" % p.returncode)
+        raise SystemExit("export_program: weft cannot read the program it exported (removed): %s" % reason.strip())
 
 
 def class_workloads(cls_name):
@@ -518,15 +551,22 @@ def manifest_workloads(cls_name, cfg, workload_specs, batch, dtype):
     return out
 
 
-def export_config(config, out, workload=None, batch=1, dtype_name="fp32", model_dir=None, inputs=None,
+def export_config(config, out, workload=None, batch=None, dtype_name="fp32", model_dir=None, inputs=None,
                   write_inputs=None):
     """The command line's job: exports `config` (or `model_dir`) at a workload or an inputs file."""
     import torch
     dtype = getattr(torch, DTYPES[dtype_name])
     cls_name, cfg, name, source, workload_specs = load_spec(config, model_dir)
-    workloads = manifest_workloads(cls_name, cfg, workload_specs, batch, dtype)
     if inputs:
         tensors, extra_args = read_inputs_file(inputs)
+        if batch is None:
+            # The config's own workloads are described at the batch of the example, which the
+            # program is exported at (a batch of 2 exports a batch dim >= 2; 1 would be below it).
+            first = tensors.get("hidden_states")
+            batch = int(first.shape[0]) if first is not None and first.dim() >= 2 else 1
+    batch = batch or 1
+    workloads = manifest_workloads(cls_name, cfg, workload_specs, batch, dtype)
+    if inputs:
         kwargs = OrderedDict(list(tensors.items()) + list(extra_args.items()))
         workloads.insert(0, OrderedDict(name="example", params=OrderedDict(file=os.path.basename(inputs)),
                                         inputs=describe_inputs(kwargs)))
@@ -544,6 +584,7 @@ def export_config(config, out, workload=None, batch=1, dtype_name="fp32", model_
     if write_inputs:
         write_inputs_file(write_inputs, kwargs)
     ep, seconds = export(cls_name, cfg, kwargs, dtype, name, workloads, source, out)
+    verify_with_weft(out)
     nodes = sum(1 for n in ep.graph.nodes if n.op == "call_function")
     print("%s: %s, %d nodes, %d dynamic sizes, exported in %.1f s, %d bytes" % (
         out, cls_name, nodes, len(ep.range_constraints), seconds, os.path.getsize(out)), file=sys.stderr)
@@ -556,7 +597,8 @@ def main():
     ap.add_argument("--model-dir", help="a diffusers save_pretrained directory (its config.json)")
     ap.add_argument("--inputs", help="example inputs: safetensors by argument name, non-tensors under weft.args")
     ap.add_argument("--workload", help="example inputs at this workload of the config (default: its first)")
-    ap.add_argument("--batch", type=int, default=1, help="batch of a workload's inputs (>= 2 keeps it dynamic)")
+    ap.add_argument("--batch", type=int, help="batch of a workload's inputs (>= 2 keeps it dynamic; default 1, with "
+                    "--inputs the batch of its hidden_states)")
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
     ap.add_argument("--write-inputs", help="also write the example inputs to this safetensors file")
     ap.add_argument("-o", "--output", required=True, help="the program, M.pt2")
