@@ -184,6 +184,7 @@ def read_inputs_file(path):
     args = json.loads(meta[ARGS_KEY], object_pairs_hook=OrderedDict) if ARGS_KEY in meta else {}
     if not isinstance(args, dict):
         raise SystemExit("export_program: %s: metadata %s is not a JSON object" % (path, ARGS_KEY))
+    args = OrderedDict((k, plain_dicts(v)) for k, v in args.items())
     for name in args:
         if name in tensors:
             raise SystemExit("export_program: %s: %s is both a tensor and in %s" % (path, name, ARGS_KEY))
@@ -232,7 +233,18 @@ def dynamic_spec(v):
         return Dim.AUTO
     if isinstance(v, (list, tuple)):
         return type(v)(dynamic_spec(x) for x in v)
+    if isinstance(v, dict):
+        return {k: dynamic_spec(x) for k, x in v.items()}
     return None
+
+
+def plain_dicts(v):
+    """JSON objects as plain dicts (torch.export matches a dynamic-shapes spec by container type)."""
+    if isinstance(v, dict):
+        return {k: plain_dicts(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [plain_dicts(x) for x in v]
+    return v
 
 
 def describe_inputs(kwargs):

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "compiler/program/archive.h"
+#include "runtime/program/argument_leaf.h"
 #include "runtime/program/schema_types.h"
 
 namespace weft::interp {
@@ -254,9 +255,10 @@ nn::Outputs ProgramModel::Forward(nn::Args& args) {
     }
     auto& json = parsed[f.arg];
     if (json.is_null()) json = nlohmann::json::parse(a->second);
-    const nlohmann::json* leaf = &json;
-    for (size_t i : f.index) leaf = &(*leaf)[i];
-    if (leaf->is_boolean()) {
+    const nlohmann::json* leaf = ArgumentLeaf(json, f);
+    if (leaf == nullptr) {
+      inputs.emplace_back();  // another structure than the program's: Check above named it
+    } else if (leaf->is_boolean()) {
       inputs.emplace_back(leaf->get<bool>());
     } else if (leaf->is_number_integer()) {
       inputs.emplace_back(leaf->get<int64_t>());
