@@ -137,6 +137,26 @@ MODULE_SHIMS = {
 }
 
 
+def _cogvideox_positional_embeddings(self, sample_height, sample_width, sample_frames, device=None):
+    """CogVideoXPatchEmbed._get_positional_embeddings without writing through `.data` (which
+    torch.export lifts to a constant whose values the fake tensors of the export never had): the
+    text rows' zeros and the sin-cos table of the video's patches, concatenated."""
+    import torch
+    from diffusers.models.embeddings import get_3d_sincos_pos_embed
+    frames = (sample_frames - 1) // self.temporal_compression_ratio + 1
+    table = get_3d_sincos_pos_embed(self.embed_dim, (sample_width // self.patch_size, sample_height // self.patch_size),
+                                    frames, self.spatial_interpolation_scale, self.temporal_interpolation_scale,
+                                    device=device, output_type="pt").flatten(0, 1)
+    text = table.new_zeros(self.max_text_seq_length, self.embed_dim)
+    return torch.cat([text, table]).unsqueeze(0)
+
+
+# (diffusers module, class, method) -> the method used during the export.
+METHOD_SHIMS = {
+    ("diffusers.models.embeddings", "CogVideoXPatchEmbed", "_get_positional_embeddings"): _cogvideox_positional_embeddings,
+}
+
+
 @contextlib.contextmanager
 def symbolic_shims():
     import importlib
@@ -150,6 +170,13 @@ def symbolic_shims():
         for name, shim in names.items():
             restore.append((mod, name, mod.__dict__.get(name, None), name in mod.__dict__))
             setattr(mod, name, shim)
+    for (mod_name, cls_name, method), shim in METHOD_SHIMS.items():
+        try:
+            owner = getattr(importlib.import_module(mod_name), cls_name)
+        except (ImportError, AttributeError):
+            continue
+        restore.append((owner, method, owner.__dict__.get(method), method in owner.__dict__))
+        setattr(owner, method, shim)
     as_tensor = torch.as_tensor
 
     def as_tensor_keeping_symbols(data, dtype=None, device=None):
