@@ -188,8 +188,8 @@ def _(c, g):
 
 
 _COGVIDEO = dict(num_attention_heads=2, attention_head_dim=8, in_channels=4, out_channels=4, time_embed_dim=16,
-                 text_embed_dim=16, num_layers=1, sample_width=8, sample_height=8, sample_frames=5, patch_size=2,
-                 max_text_seq_length=8)
+                 text_embed_dim=16, num_layers=1, sample_width=16, sample_height=16, sample_frames=9, patch_size=2,
+                 max_text_seq_length=8)  # inputs smaller than the sample size: the tokens stay dynamic
 
 
 @entry("CogVideoXTransformer3DModel", **_COGVIDEO)
@@ -272,8 +272,13 @@ def _(c, g):
        attention_head_dim=16, num_attention_heads=2, joint_attention_dim=32, timestep_channels=16,
        axes_dims_rope=(4, 4, 4, 4))
 def _(c, g):
+    import torch
+    cond_ids = grid_ids(4, 4, 4)
+    cond_ids[:, 0] = 1  # the condition image on its own time plane
+    # An edit: a 4x4 condition image beside the 4x8 target, so the image_cond stream is traced too.
     return dict(hidden_states=g.f(B, 32, 16), encoder_hidden_states=g.f(B, 12, 32), timestep=g.t(1.0),
-                img_ids=grid_ids(4, 8, 4), txt_ids=text_ids(12, 4))
+                img_ids=grid_ids(4, 8, 4), txt_ids=text_ids(12, 4), image_cond_hidden_states=g.f(B, 16, 16),
+                image_cond_ids=cond_ids)
 
 
 @entry("GlmImageTransformer2DModel", patch_size=2, in_channels=4, out_channels=4, num_layers=1, attention_head_dim=8,
@@ -510,7 +515,8 @@ def _(c, g):
        softmax_every_n=1, linear_head_dim=16, chunk_plucker_post_attn_blocks=1, chunk_plucker_channels=8,
        image_size=64, caption_channels=16)
 def _(c, g):
-    return dict(hidden_states=g.f(B, 4, 2, 8, 8), timestep=g.t(), encoder_hidden_states=g.f(B, 1, 12, 16),
+    t = g.t().view(B, 1, 1).repeat(1, 1, 2)  # (B, 1, frames): one timestep per latent frame
+    return dict(hidden_states=g.f(B, 4, 2, 8, 8), timestep=t, encoder_hidden_states=g.f(B, 1, 12, 16),
                 encoder_attention_mask=g.mask(12))
 
 
@@ -554,8 +560,10 @@ def _(c, g):
 @entry("WanAnimate2Transformer3DModel", patch_size=(1, 2, 2), text_len=12, in_dim=12, dim=32, ffn_dim=64, freq_dim=16,
        text_dim=16, out_dim=4, num_heads=2, num_layers=1)
 def _(c, g):
-    return dict(hidden_states=g.f(B, 12, 2, 8, 8), timestep=g.t(), encoder_hidden_states=g.f(B, 12, 16),
-                condition_latents=g.f(B, 4, 1, 8, 8), kv_cache=None, kv_cache_mode=None, seq_len=32)
+    # Its forward runs in one of two modes, both of which store into or read from `kv_cache`, an object
+    # with store()/get() (the reference stream's keys and values), not a tensor or JSON value.
+    raise SystemExit("the forward needs kv_cache, a cache object with store()/get() (kv_cache_mode 'extract' or "
+                     "'cached'), which an inputs file cannot hold")
 
 
 @entry("ZImageTransformer2DModel", all_patch_size=(2,), all_f_patch_size=(1,), in_channels=4, dim=32, n_layers=1,
