@@ -504,7 +504,12 @@ def export(cls_name, cfg, kwargs, dtype, name, workloads, source, out_path):
         extra["bypassed"] = bypassed
     seconds = time.time() - start
     buf = io.BytesIO()
-    torch.export.save(ep, buf)
+    try:
+        torch.export.save(ep, buf)
+    except Exception as e:  # noqa: BLE001 -- traced, but torch cannot write a node of it
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise SystemExit("export_program: torch.export traced %s but cannot serialize it: %s: %s" % (
+            cls_name, type(e).__name__, first[:400]))
     strip_and_deflate(buf.getvalue(), out_path, extra)
     return ep, seconds
 

@@ -75,11 +75,15 @@ def fingerprint(*parts):
 def first_reason(text):
     """The line of a tool's output that says why it failed: an `error:` diagnostic, the last
     exception line of a Python traceback, or a tool's own message; never the traceback."""
-    lines = [l.rstrip() for l in text.splitlines() if l.strip()]
-    for pat in (r"error: ", r"^export_program: ", r"^weft-run: .*(FAILED|error|cannot|refus)", r"^\[rank \d\].*error"):
-        hits = [l for l in lines if re.search(pat, l)]
+    lines = [re.sub(r"^\[ranks? [\d-]+\] ", "", l.rstrip()) for l in text.splitlines() if l.strip()]
+    for pat in (r"error: ", r"^export_program: ", r"^weft-run: .*(FAILED|error|cannot|refus)"):
+        hits = [i for i, l in enumerate(lines) if re.search(pat, l)]
         if hits:
-            return clean(hits[0])
+            i = hits[0]
+            line = lines[i]
+            if line.endswith(":"):  # a heading whose detail is on the next lines ("checkpoint does not match X:")
+                line += " " + " ".join(l.strip() for l in lines[i + 1:i + 3])
+            return clean(line)
     exc = [l for l in lines if re.match(r"^[A-Za-z_.]*(Error|Exception|Exit)\b", l)]
     if exc:
         return clean(exc[-1])
