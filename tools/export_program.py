@@ -485,7 +485,7 @@ def export(cls_name, cfg, kwargs, dtype, name, workloads, source, out_path):
     call["return_dict"] = False
     spec = OrderedDict((k, dynamic_spec(v)) for k, v in kwargs.items())
     spec["return_dict"] = None
-    with symbolic_shims(), mode:
+    with symbolic_shims(), mode, torch_log_aside() as torch_log:
         fake_call = OrderedDict((k, mode.from_tensor(v) if isinstance(v, torch.Tensor) else v) for k, v in call.items())
         candidates = tuple(p for p, m in model.named_modules()
                            if p and not isinstance(m, (torch.nn.ModuleList, torch.nn.ModuleDict)))
@@ -500,7 +500,8 @@ def export(cls_name, cfg, kwargs, dtype, name, workloads, source, out_path):
                 ep = torch.export.export(model, (), fake_call, dynamic_shapes=spec, strict=False,
                                          preserve_module_call_signature=preserve)
             except Exception as e:  # noqa: BLE001 -- said in a few lines, no traceback
-                raise SystemExit(trace_failure(cls_name, e))
+                torch_log.keep = True
+                raise SystemExit(trace_failure(cls_name, e) + "\n  (torch's own log of the trace: %s)" % torch_log.path)
         extra["bypassed"] = bypassed
     seconds = time.time() - start
     buf = io.BytesIO()
@@ -512,6 +513,33 @@ def export(cls_name, cfg, kwargs, dtype, name, workloads, source, out_path):
             cls_name, type(e).__name__, first[:400]))
     strip_and_deflate(buf.getvalue(), out_path, extra)
     return ep, seconds
+
+
+class _TorchLog:
+    path = None
+    keep = False
+
+
+@contextlib.contextmanager
+def torch_log_aside():
+    """What torch writes to stderr while it traces (on a data-dependent guard, thousands of lines:
+    the partial graph, fake-tensor op traces) goes to a file instead; it is kept, and named, only
+    when the trace fails."""
+    import tempfile
+    log = _TorchLog()
+    fd, log.path = tempfile.mkstemp(prefix="export_program-", suffix=".log")
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(fd, 2)
+    try:
+        yield log
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
+        if not log.keep:
+            os.remove(log.path)
 
 
 def trace_failure(cls_name, e):
