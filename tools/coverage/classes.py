@@ -372,8 +372,9 @@ def _(c, g):
        patch_size=(1, 2, 2), model_dim=32, ff_dim=64, num_text_blocks=1, num_visual_blocks=1, axes_dims=(4, 6, 6),
        visual_cond=False, in_audio_dim=4, out_audio_dim=4)
 def _(c, g):
+    # With its audio stream (12 audio frames), so the audio blocks are traced too.
     return dict(hidden_states=g.f(B, 2, 8, 8, 4), encoder_hidden_states=g.f(B, 12, 16), pooled_projections=g.f(B, 8),
-                timestep=g.t())
+                timestep=g.t(), audio_hidden_states=g.f(B, 12, 4))
 
 
 @entry("Kandinsky6SRTransformer3DModel", in_visual_dim=4, out_visual_dim=4, time_dim=16, patch_size=(1, 1, 1),
