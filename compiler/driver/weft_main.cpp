@@ -17,6 +17,7 @@ Command MakeCheckCommand(CLI::App& weft);
 Command MakeCompileCommand(CLI::App& weft);
 Command MakeExplainCommand(CLI::App& weft);
 Command MakeProgramCommand(CLI::App& weft);
+Command MakeSuggestCommand(CLI::App& weft);
 }  // namespace weft::driver
 
 int main(int argc, char** argv) {
@@ -26,7 +27,8 @@ int main(int argc, char** argv) {
   weft.require_subcommand(0, 1);
 
   const std::vector<CommandFactory> factories = {MakeFmtCommand,     MakeDumpCommand,    MakeCheckCommand,
-                                                  MakeCompileCommand, MakeExplainCommand, MakeProgramCommand};
+                                                  MakeCompileCommand, MakeExplainCommand, MakeProgramCommand,
+                                                  MakeSuggestCommand};
   std::vector<Command> commands;
   for (CommandFactory make : factories) commands.push_back(make(weft));
 

@@ -635,6 +635,15 @@ std::vector<std::string> Expr::Symbols() const {
   return out;
 }
 
+std::vector<std::string> Expr::SumTerms() const {
+  const bool call = root_->kind == N::Kind::kCall && root_->text == "Add";
+  const bool binary = root_->kind == N::Kind::kBinary && root_->text == "+";
+  if (!call && !binary) return {Infix()};
+  std::vector<std::string> terms;
+  for (const auto& c : root_->children) terms.push_back(InfixText(*c, 0));
+  return terms;
+}
+
 std::string Expr::AsSymbol() const {
   if (root_->kind == N::Kind::kName) return root_->text;
   if (root_->kind == N::Kind::kCall && root_->text == "Symbol" && !root_->children.empty()) return root_->children[0]->text;

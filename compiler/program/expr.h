@@ -70,6 +70,9 @@ class Expr {
   std::vector<std::string> Symbols() const;
   // Python-style infix text, e.g. "2*s1 + 1" for Add(Mul(Integer(2), Symbol('s1')), Integer(1)).
   std::string Infix() const;
+  // The operands of a sum as infix text ("s1 + 2*s3" -> {"s1", "2*s3"}), or {Infix()} when the
+  // expression is no sum: the streams of a joint sequence's length.
+  std::vector<std::string> SumTerms() const;
   // The symbol when the whole expression is one, else "".
   std::string AsSymbol() const;
   const std::string& text() const { return text_; }

@@ -335,6 +335,35 @@ class LocalSizes {
                         n.name, ModuleOf(p_, n));
   }
 
+  // True when `mask` is an expand (through dtype casts and copies) of a tensor with one query row.
+  bool ExpandedFromOneRow(std::string v) const {
+    for (int step = 0; step < 16; ++step) {
+      const Node* producer = nullptr;
+      for (const Node& c : p_.nodes) {
+        for (const Argument& o : c.outputs) {
+          if (o.kind == Argument::Kind::kTensor && o.name == v) producer = &c;
+        }
+      }
+      if (producer == nullptr || producer->inputs.empty() || producer->inputs[0].arg.kind != Argument::Kind::kTensor) {
+        return false;
+      }
+      const std::string& in = producer->inputs[0].arg.name;
+      if (producer->target == "torch.ops.aten.expand.default") {
+        const TensorMeta* m = p_.FindTensor(in);
+        return m != nullptr && m->sizes.size() == 4 && !m->sizes[2].symbolic && m->sizes[2].value == 1;
+      }
+      static const char* const kKeep[] = {"torch.ops.aten.to.dtype", "torch.ops.aten._to_copy.default",
+                                          "torch.ops.aten.clone.default", "torch.ops.aten.contiguous.default",
+                                          "torch.ops.aten.type_as.default", "torch.ops.aten.bitwise_not.default",
+                                          "torch.ops.aten.logical_not.default"};
+      bool keep = false;
+      for (const char* op : kKeep) keep = keep || producer->target == op;
+      if (!keep) return false;
+      v = in;
+    }
+    return false;
+  }
+
   // The attention mask of context-parallel attention node `index` (edit `site`), when the plan
   // left it whole: split for the site's module along its keys dim, as the site's K/V are laid
   // out -- one split stream, or the concatenation of several (HunyuanVideo's joint mask over
@@ -354,6 +383,18 @@ class LocalSizes {
     const TensorMeta* meta = p_.FindTensor(mask);
     if (meta == nullptr || meta->sizes.empty()) return;
     const std::string module = ModuleOf(p_, n);
+    // Ring and Ulysses move keys, not queries: a mask over (query, key) pairs (HunyuanVideo's
+    // text refiner: its text mask as rows and columns) has no per-key layout. A mask expanded
+    // from one row (LTX per head) is one row per key, as the runtime checks by value.
+    if (meta->sizes.size() == 4 && (meta->sizes[2].symbolic || meta->sizes[2].value != 1) && !ExpandedFromOneRow(mask)) {
+      const plan::ProgramEdit& attention = edits_.edits[site];
+      throw PlanEditError(EditCheck::kMaskNotLaidOutWithKeys, attention.origin,
+                          where_ + ": the mask `" + mask + "` of context-parallel attention `" + n.name + "` (module `" +
+                              module + "`" + RuleAt(attention.origin) +
+                              ") varies along the queries as well as the keys; ring and Ulysses attention take a mask "
+                              "over the keys only (B, 1, 1, keys): leave this attention local",
+                          n.name, module);
+    }
     if (!split_masks_.insert(mask + "\n" + module).second) return;
     const int64_t dim = static_cast<int64_t>(meta->sizes.size()) - 1;
     const std::string keys = canonical_.Of(meta->sizes.back());

@@ -55,12 +55,24 @@ class PlanEditError : public ProgramError {
   // The program node and its module, when one node is at fault.
   const std::string& node() const { return node_; }
   const std::string& module() const { return module_; }
+  // A whole value the split or sharding met along its dim (SplitMixedWithWhole, ColwiseEscapes):
+  // the value and its dim that a split of its own would line up; "" and -1 otherwise. `weft
+  // suggest` splits it where it is made.
+  const std::string& whole_value() const { return whole_value_; }
+  int64_t whole_dim() const { return whole_dim_; }
+  PlanEditError& WithWhole(std::string value, int64_t dim) {
+    whole_value_ = std::move(value);
+    whole_dim_ = dim;
+    return *this;
+  }
 
  private:
   EditCheck check_;
   plan::Origin origin_;
   std::string node_;
   std::string module_;
+  std::string whole_value_;
+  int64_t whole_dim_ = -1;
 };
 
 }  // namespace weft::program

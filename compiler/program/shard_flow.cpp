@@ -178,8 +178,31 @@ class ShardFlow {
     }
   }
 
+  // A factory sized by a split's local length (`x.new_zeros(B, x.size(1), C)`) holds this rank's
+  // part of that dim, as the split does: it is followed as a shard, so whatever writes whole
+  // positions into it (index_copy at full-length indices) is refused instead of failing at run time.
+  void LocalLengthFactory(const Node& n) {
+    if (local_lengths_.empty()) return;
+    if (!IsFactory(n.target) && !OneOf(n.target, {"new_zeros.default", "new_ones.default", "new_empty.default",
+                                                   "new_full.default"})) {
+      return;
+    }
+    const std::vector<std::string> outs = Outputs(n);
+    if (outs.empty() || Find(outs[0]) != nullptr) return;
+    for (const NamedArgument& a : n.inputs) {
+      if (a.name != "size" && a.name != "end") continue;
+      for (size_t i = 0; i < a.arg.sym_ints.size(); ++i) {
+        if (!a.arg.sym_ints[i].is_name) continue;
+        auto it = local_lengths_.find(a.arg.sym_ints[i].name);
+        if (it == local_lengths_.end()) continue;
+        return Set(outs[0], a.name == "end" ? 0 : static_cast<int64_t>(i), it->second.blocks, it->second.rule);
+      }
+    }
+  }
+
   // A context-parallel split or gather right after the node producing the value.
   void AfterProducer(const Node& n) {
+    LocalLengthFactory(n);
     if (IsFactory(n.target)) {
       auto it = factory_dims_.find(n.name);
       if (it != factory_dims_.end()) {
@@ -305,7 +328,7 @@ class ShardFlow {
   std::string ModuleOf(const Node& n) const { return program::ModuleOf(p_, n); }
 
   [[noreturn]] void Refuse(EditCheck check, const Node& n, const std::string& value, const Sharding& s,
-                           const std::string& what) const {
+                           const std::string& what, const std::string& whole = "", int64_t whole_dim = -1) const {
     const std::string module = ModuleOf(n);
     throw PlanEditError(ForAxis(check), rules_[s.rule].origin,
                         where_ +
@@ -316,7 +339,8 @@ class ShardFlow {
                             (module.empty() ? std::string(" at the root") : " in module `" + module + "`") + ": " + what +
                             "; it reads `" + value + (Tp() ? "`, tp-sharded along dim " : "`, split along dim ") +
                             std::to_string(s.dim) + " in blocks " + List(s.blocks) + From(s),
-                        n.name, module);
+                        n.name, module)
+        .WithWhole(whole, whole_dim);
   }
 
   const Argument* Arg(const Node& n, const char* name) const {
@@ -569,6 +593,13 @@ class ShardFlow {
       if (Tp() && Norm(IntArg(n, "dim").value_or(0), rank) == s.dim) {
         Refuse(EditCheck::kTpUnsupportedOperator, n, value, s, "reads the size of the sharded dim (on a shard it is the local size)");
       }
+      // The local length of a split: a tensor built at it is a shard too (below, LocalLengthFactory).
+      if (!Tp() && Norm(IntArg(n, "dim").value_or(0), rank) == s.dim) {
+        for (const Argument& o : n.outputs) {
+          if (o.kind == AK::kSymInt && !o.sym_ints.empty() && o.sym_ints[0].is_name) local_lengths_[o.sym_ints[0].name] = s;
+          if (!o.name.empty()) local_lengths_[o.name] = s;
+        }
+      }
       return;
     }
     if (OneOf(t, {"repeat.default"})) {  // tiles each dim `repeats[i]` times (new leading dims first)
@@ -668,7 +699,7 @@ class ShardFlow {
       const int64_t d = result->dim - (rank - Rank(v));
       if (d >= 0 && !StaticOne(v, d)) {
         Refuse(EditCheck::kTpColwiseEscapes, n, first, *Find(first),
-               "it combines the sharded tensor with `" + v + "`, which is whole along the sharded dim");
+               "it combines the sharded tensor with `" + v + "`, which is whole along the sharded dim", v, d);
       }
     }
     for (const std::string& o : outs) Set(o, result->dim, result->blocks, result->rule);
@@ -800,7 +831,11 @@ class ShardFlow {
     }
     for (const std::string& v : tensors->names) {
       const Sharding* s = Find(v);
-      if (s == nullptr) Refuse(EditCheck::kTpColwiseEscapes, n, sharded, *Find(sharded), "it joins the sharded tensor with `" + v + "`, which is whole");
+      if (s == nullptr) {
+        const Sharding& cut = *Find(sharded);
+        Refuse(EditCheck::kTpColwiseEscapes, n, sharded, cut, "it joins the sharded tensor with `" + v + "`, which is whole", v,
+               cut.dim + Rank(v) - Rank(sharded));
+      }
       if (!result) {
         result = *s;
         first = v;
@@ -869,6 +904,17 @@ class ShardFlow {
       if (s != nullptr && s->dim != 2) {
         Refuse(EditCheck::kTpReducesShardedDim, n, name, *s, "attention mixes along the split dim (not its sequence)");
       }
+    }
+    // Keys and values travel together (ring passes them, Ulysses exchanges them): one split and
+    // the other whole would pair each rank's keys with every value.
+    if ((sk == nullptr) != (sv == nullptr) || (sk != nullptr && !sk->SameLayout(*sv))) {
+      const bool k_split = sk != nullptr;
+      Refuse(EditCheck::kTpColwiseEscapes, n, k_split ? k : v, k_split ? *sk : *sv,
+             sk != nullptr && sv != nullptr
+                 ? "its keys and values are split in different blocks"
+                 : std::string("its ") + (k_split ? "keys are split while its values `" + v + "` are whole"
+                                                  : "values are split while its keys `" + k + "` are whole"),
+             sk != nullptr && sv != nullptr ? "" : (k_split ? v : k), 2);
     }
     if ((sk != nullptr || sv != nullptr) && attention_.count(n.name) == 0) {
       const std::string& name = sk != nullptr ? k : v;
@@ -966,6 +1012,7 @@ class ShardFlow {
   std::map<std::string, Sharding> after_;             // splits right after a value's producer
   std::map<std::string, std::pair<size_t, int64_t>> gathers_;  // value -> its gather's rule, dim
   std::set<std::string> attention_;                   // nodes run context-parallel
+  std::unordered_map<std::string, Sharding> local_lengths_;  // sym_size of a split dim -> that split
   std::map<std::string, std::vector<std::pair<int64_t, size_t>>> factory_dims_;  // node -> (dim, rule) made local
 };
 

@@ -1,0 +1,375 @@
+// `weft suggest --program M.pt2 [--mesh M]... [-o PLAN.weft]`: proposes a plan from the program's
+// dataflow (compiler/program/suggest.h) and checks it as `weft check` checks a written one, at
+// every workload of the program and at each mesh (default ulysses=2 and ring=2, plus tp=2 and
+// cfg=2 when the plan has tensor-parallel or guidance rules). A rule the checks refuse is moved
+// to its next place (a split to the next module boundary its tokens reach) or dropped, and the
+// plan is checked again; what moved and why is written at the top of the plan. Exit status 0
+// with a clean plan, 1 when no rule survives (the diagnostics that blocked them are printed),
+// 2 on usage or I/O errors.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "compiler/compile.h"
+#include "compiler/diag/consumer.h"
+#include "compiler/driver/commands.h"
+#include "compiler/driver/compile_inputs.h"
+#include "compiler/driver/program_lowering.h"
+#include "compiler/program/edits.h"
+#include "compiler/program/lowering.h"
+#include "compiler/program/suggest.h"
+#include "compiler/syntax/parse.h"
+
+namespace weft::driver {
+namespace {
+
+struct SuggestOptions {
+  std::string program;
+  std::vector<std::string> meshes;
+  std::string output;
+  std::string name;
+  bool unchecked = false;
+};
+
+constexpr int kMaxRounds = 200;  // each round moves or drops one rule
+
+// A diagnostic's message, short enough for a comment: without the program's path (the plan's
+// header names it), the rule locations (they point into a plan that no longer exists) and the
+// "its split comes from" tail (the comment sits by that rule).
+std::string Reason(const diag::Diagnostic& d, const std::string& program) {
+  std::string text = d.messages[0].text;
+  if (text.compare(0, program.size() + 2, program + ": ") == 0) text = text.substr(program.size() + 2);
+  for (size_t at; (at = text.find(" (rule at ")) != std::string::npos;) {
+    const size_t end = text.find(')', at);
+    text.erase(at, end == std::string::npos ? std::string::npos : end - at + 1);
+  }
+  for (const char* tail : {"; its split comes from", "; its sharding comes from"}) {
+    const size_t at = text.find(tail);
+    if (at != std::string::npos) text.erase(at);
+  }
+  return text;
+}
+
+struct CheckResult {
+  std::vector<diag::Diagnostic> errors;
+  std::vector<std::string> combination;  // parallel: mesh x workload of each error
+  size_t combinations = 0;
+  // The first error as the lowering threw it, when it did: the whole value it met, if any.
+  std::string whole_value;
+  int64_t whole_dim = -1;
+};
+
+CheckResult Check(const std::string& plan_name, const std::string& text, const program::Program& program,
+                  const model::ModelGraph& graph, const std::vector<std::string>& meshes) {
+  CheckResult result;
+  CompileOptions o;
+  Inputs in;
+  diag::CollectingConsumer parse_out;
+  diag::Emitter parse_diags(in.sources, parse_out, 0);
+  const source::SourceBuffer& src = in.sources.Get(in.sources.Add(source::SourceBuffer(plan_name, text)));
+  in.plan_files.push_back(plan_name);
+  in.plans.push_back(syntax::ParsePlan(src, parse_diags));
+  for (diag::Diagnostic& d : parse_out.Take()) {
+    if (d.level == diag::Level::kError) {
+      result.errors.push_back(std::move(d));
+      result.combination.push_back("parse");
+    }
+  }
+  if (!in.plans[0] || in.plans[0]->has_error) return result;
+  in.graphs.push_back(graph);
+  in.graph_files.push_back(program.Where());
+  in.programs.push_back(std::shared_ptr<const program::Program>(&program, [](const program::Program*) {}));
+  for (const std::string& spec : meshes) {
+    std::string error;
+    std::optional<plan::Mesh> mesh = ParseMesh(spec, o, error);
+    if (mesh) in.meshes.push_back(*mesh);
+  }
+  for (size_t m = 0; m < in.meshes.size(); ++m) {
+    for (const model::Workload& w : graph.workloads) in.combinations.push_back({0, 0, m, w.name});
+  }
+  for (const Combination& c : in.combinations) {
+    ++result.combinations;
+    diag::CollectingConsumer collected;
+    diag::Emitter diags(in.sources, collected, 0);
+    std::optional<plan::ExecutionPlan> compiled = CompileAst(*in.plans[0], in.graphs[0], BindOptionsFor(in, c), diags);
+    if (compiled && !diags.has_errors()) {
+      // As LowerIntoProgram, keeping the refusal itself: a whole value it names is split next.
+      try {
+        program::LowerToProgramWithCost(*compiled, program, in.graph_files[0], in.graphs[0]);
+        program::Program edited = program;
+        program::ApplyEdits(edited, *compiled->program);
+      } catch (const program::PlanEditError& e) {
+        ReportPlanEditError(e, src, diags);
+        result.whole_value = e.whole_value();
+        result.whole_dim = e.whole_dim();
+      } catch (const program::ProgramError& e) {
+        diags.EmitAt(diag::Location{}, PlanDoesNotLowerToProgram, e.what());
+      }
+    }
+    for (diag::Diagnostic& d : collected.Take()) {
+      if (d.level != diag::Level::kError) continue;
+      result.errors.push_back(std::move(d));
+      result.combination.push_back(in.meshes[c.mesh].ToString() + " x " + c.workload);
+    }
+    if (!result.errors.empty()) return result;  // one refusal at a time: the next round re-checks
+  }
+  return result;
+}
+
+bool AnyRule(const program::Suggestion& s) {
+  for (const program::TokenSource& t : s.sources) {
+    if (!t.dropped) return true;
+  }
+  return !s.tp.empty() || !s.cfg_splits.empty();
+}
+
+std::string Describe(const program::SuggestedSplit& x) {
+  return (x.output >= 0 ? "output " + std::to_string(x.output) : "`" + x.argument + "`") + " of `" +
+         (x.module.empty() ? std::string("the root") : x.module) + "`";
+}
+
+// Moves or drops the rule `error` is about; false when it points at none.
+bool Repair(program::Suggestion& s, const std::vector<program::RenderedRule>& rules, const program::Program& p,
+            const CheckResult& result) {
+  using K = program::RenderedRule::Kind;
+  const diag::Diagnostic& error = result.errors[0];
+  const std::string& combination = result.combination[0];
+  const std::string why = Reason(error, p.Where()) + " [at " + combination + "]";
+  // A split met a whole value along its dim (RoPE tables, a mask built from the image shapes):
+  // split that value too, where it is made, unless it is split already.
+  if (!result.whole_value.empty() && combination.find("tp=") == std::string::npos) {
+    std::optional<program::SuggestedSplit> more = program::SplitWhereMade(p, result.whole_value, result.whole_dim);
+    const bool cfg = combination.find("cfg=") != std::string::npos;
+    auto same = [&](const program::SuggestedSplit& x) {
+      return more && x.module == more->module && x.argument == more->argument && x.output == more->output;
+    };
+    bool known = false;
+    if (cfg) {
+      for (const program::SuggestedSplit& x : s.cfg_splits) known = known || same(x);
+    } else {
+      // Split already, or a later place of another value's split (its tokens reach there): move
+      // that split there.
+      for (program::TokenSource& t : s.sources) {
+        if (t.dropped) continue;
+        if (same(t.at[t.current])) known = true;
+      }
+      for (program::TokenSource& t : s.sources) {
+        if (known || t.dropped) continue;
+        for (size_t i = t.current + 1; i < t.at.size() && !known; ++i) {
+          if (!same(t.at[i]) || s.Refused(t.at[i])) continue;
+          s.Refuse(t.at[t.current]);
+          s.notes.push_back("split " + Describe(t.at[i]) + " instead of " + Describe(t.at[t.current]) + ": " + why);
+          t.current = i;
+          return true;
+        }
+      }
+    }
+    if (more && !known && !s.Refused(*more)) {
+      s.notes.push_back("split " + Describe(*more) + " too: " + why);
+      if (cfg) {
+        s.cfg_splits.push_back(std::move(*more));
+      } else {
+        program::TokenSource t;
+        t.at.push_back(std::move(*more));
+        s.sources.push_back(std::move(t));
+      }
+      return true;
+    }
+  }
+  const uint32_t line = error.messages[0].loc.line;
+  const program::RenderedRule* hit = nullptr;
+  for (const program::RenderedRule& r : rules) {
+    if (r.line == line) hit = &r;
+  }
+  if (hit == nullptr) {
+    // Not located at a rule: blame the axis the failing mesh adds.
+    if (combination.find("tp=") != std::string::npos && !s.tp.empty()) {
+      s.tp.clear();
+      s.tp_dropped = why;
+      return true;
+    }
+    if (combination.find("cfg=") != std::string::npos && !s.cfg_splits.empty()) {
+      s.cfg_splits.clear();
+      s.cfg_gathers.clear();
+      s.cfg_dropped = why;
+      return true;
+    }
+    bool any = false;
+    for (program::TokenSource& t : s.sources) {
+      if (t.dropped) continue;
+      t.dropped = any = true;
+      t.dropped_why = why;
+    }
+    if (any) s.notes.push_back("no context-parallel rule kept: " + why);
+    return any;
+  }
+  switch (hit->kind) {
+    case K::kSplit: {
+      program::TokenSource& t = s.sources[hit->index];
+      const std::string from = Describe(t.at[t.current]);
+      s.Refuse(t.at[t.current]);
+      while (t.current + 1 < t.at.size() && s.Refused(t.at[t.current + 1])) ++t.current;
+      if (t.current + 1 < t.at.size()) {
+        ++t.current;
+        s.notes.push_back("not split at " + from + ": " + why + "; split at " + Describe(t.at[t.current]) + " instead.");
+      } else {
+        t.dropped = true;
+        t.dropped_why = why;
+        s.notes.push_back("no split of " + from + " or after it is kept: " + why);
+      }
+      return true;
+    }
+    case K::kGather:
+      s.notes.push_back("gather of output " + std::to_string(s.gathers[hit->index].output) + " of `" +
+                        s.gathers[hit->index].module + "` left out: " + why);
+      s.gathers.erase(s.gathers.begin() + static_cast<std::ptrdiff_t>(hit->index));
+      return true;
+    case K::kAttention:
+      // Often a consequence of another rule not yet in place (a mask over streams not yet split):
+      // the attention's mode is left to the binder and the rule retried once the rest is clean.
+      s.attention_deferred.push_back(s.attention[hit->index]);
+      s.attention_deferred.back().why += "; refused first: " + why;
+      s.attention.erase(s.attention.begin() + static_cast<std::ptrdiff_t>(hit->index));
+      return true;
+    case K::kTp: {
+      // The rules of one attention or feed-forward stand or fall together.
+      const std::string owner = s.tp[hit->index].owner;
+      s.tp.erase(std::remove_if(s.tp.begin(), s.tp.end(), [&](const program::SuggestedTp& t) { return t.owner == owner; }),
+                 s.tp.end());
+      s.notes.push_back("no tensor-parallel rules for `" + owner + "`: " + why);
+      if (s.tp.empty()) s.tp_dropped = why;
+      return true;
+    }
+    case K::kCfg:
+      s.cfg_splits.clear();
+      s.cfg_gathers.clear();
+      s.cfg_dropped = why;
+      return true;
+  }
+  return false;
+}
+
+int RunSuggest(const SuggestOptions& o) {
+  std::shared_ptr<const program::Program> p;
+  model::ModelGraph graph;
+  try {
+    p = std::make_shared<const program::Program>(program::ReadProgramFile(o.program));
+  } catch (const program::ProgramError& e) {
+    std::cerr << "weft suggest: " << e.what() << "\n";
+    return 2;
+  }
+  // What the program cannot be split by at all comes first: it is why, whatever else is missing.
+  program::Suggestion s;
+  try {
+    s = program::SuggestPlan(*p);
+  } catch (const program::SuggestError& e) {
+    std::cerr << "weft suggest: " << e.what() << "\n";
+    return 1;
+  }
+  try {
+    graph = program::GraphOfProgram(*p);
+  } catch (const program::ProgramError& e) {
+    std::cerr << "weft suggest: " << e.what() << "\n";
+    return 2;
+  }
+  if (!o.name.empty()) s.plan_name = o.name;
+  if (graph.workloads.empty()) {
+    std::cerr << "weft suggest: " << p->Where() << " records no workload to check a plan at; export it with "
+              << "tools/export_program.py, which records the example's shapes\n";
+    return 2;
+  }
+  std::vector<std::string> meshes = o.meshes.empty() ? std::vector<std::string>{"ulysses=2", "ring=2"} : o.meshes;
+  for (const std::string& spec : meshes) {
+    std::string error;
+    if (!plan::ParseMeshSpec(spec, &error)) {
+      std::cerr << "weft suggest: --mesh " << spec << ": " << error << "\n";
+      return 2;
+    }
+  }
+  auto has_axis = [&](const char* axis) {
+    for (const std::string& m : meshes) {
+      if (m.find(axis) != std::string::npos) return true;
+    }
+    return false;
+  };
+  if (o.unchecked) {
+    std::cout << program::RenderSuggestion(s, nullptr);
+    return 0;
+  }
+  const std::string plan_name = o.output.empty() ? "<suggested>" : o.output;
+  std::string text;
+  CheckResult last;
+  std::vector<std::string> checked;
+  for (int round = 0; round < kMaxRounds; ++round) {
+    std::vector<std::string> now = meshes;
+    if (!s.tp.empty() && !has_axis("tp=")) now.push_back("tp=2");
+    if (!s.cfg_splits.empty() && !has_axis("cfg=")) now.push_back("cfg=2");
+    std::vector<program::RenderedRule> rules;
+    text = program::RenderSuggestion(s, &rules);
+    last = Check(plan_name, text, *p, graph, now);
+    checked = now;
+    if (last.errors.empty()) break;
+    if (!Repair(s, rules, *p, last)) break;
+  }
+  // The attention rules set aside: each back in, kept if the plan stays clean.
+  if (last.errors.empty()) {
+    std::vector<program::SuggestedAttention> deferred;
+    deferred.swap(s.attention_deferred);
+    for (program::SuggestedAttention& a : deferred) {
+      s.attention.push_back(a);
+      std::vector<std::string> now = checked;
+      CheckResult again = Check(plan_name, program::RenderSuggestion(s, nullptr), *p, graph, now);
+      if (again.errors.empty()) continue;
+      s.attention.pop_back();
+      s.notes.push_back("attention rule `" + a.module + "` left to the binder: " + Reason(again.errors[0], p->Where()) +
+                        " [at " + again.combination[0] + "]");
+    }
+    text = program::RenderSuggestion(s, nullptr);
+  }
+  if (!last.errors.empty() || !AnyRule(s)) {
+    std::cerr << "weft suggest: " << p->Where() << ": no plan whose rules all pass the checks";
+    if (!last.errors.empty()) std::cerr << "; what blocks it, at " << last.combination[0] << ":\n  " << Reason(last.errors[0], p->Where());
+    for (const std::string& n : s.notes) std::cerr << "\n  " << n;
+    if (!s.tp_dropped.empty()) std::cerr << "\n  tensor parallel left out: " << s.tp_dropped;
+    std::cerr << "\n";
+    return 1;
+  }
+  if (o.output.empty()) {
+    std::cout << text;
+  } else {
+    std::ofstream out(o.output, std::ios::binary);
+    out << text;
+    if (!out) {
+      std::cerr << "weft suggest: cannot write " << o.output << "\n";
+      return 2;
+    }
+  }
+  std::string meshes_text;
+  for (const std::string& m : checked) meshes_text += (meshes_text.empty() ? "" : ", ") + m;
+  std::cerr << "weft suggest: " << p->Where() << ": plan `" << s.plan_name << "` checked clean at " << meshes_text
+            << " x " << graph.workloads.size() << " workload(s)";
+  if (!s.tp_dropped.empty()) std::cerr << "; no tensor_parallel: " << s.tp_dropped;
+  if (!s.cfg_dropped.empty()) std::cerr << "; no guidance_parallel: " << s.cfg_dropped;
+  std::cerr << "\n";
+  return 0;
+}
+
+}  // namespace
+
+Command MakeSuggestCommand(CLI::App& weft) {
+  auto o = std::make_shared<SuggestOptions>();
+  CLI::App* app = weft.add_subcommand("suggest", "Propose a plan for a torch.export program from its dataflow, checked");
+  app->add_option("--program", o->program, "The program (.pt2, tools/export_program.py)")->required();
+  app->add_option("--mesh", o->meshes, "Meshes to check the plan at (repeatable; default ulysses=2 and ring=2; "
+                                       "tp=2 and cfg=2 are added when the plan has those rules)");
+  app->add_option("-o,--output", o->output, "Write the plan here (default: stdout)");
+  app->add_option("--name", o->name, "The plan's name (default: from the model class)");
+  app->add_flag("--unchecked", o->unchecked, "Print the proposal before any check (nothing moved or dropped)");
+  return Command{app, [o] { return RunSuggest(*o); }};
+}
+
+}  // namespace weft::driver

@@ -1,0 +1,1119 @@
+#include "compiler/program/suggest.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <tuple>
+#include <set>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "compiler/program/expr.h"
+#include "compiler/program/lowering.h"
+#include "compiler/program/local_sizes.h"
+
+namespace weft::program {
+namespace {
+
+constexpr std::string_view kAten = "torch.ops.aten.";
+constexpr size_t kMaxFallbacks = 8;  // boundaries kept per source after its first choice
+constexpr size_t kMaxTrace = 64;     // nodes a backward or forward trace of TP visits
+
+bool Is(const Node& n, std::initializer_list<std::string_view> ops) {
+  const std::string_view t(n.target);
+  if (t.substr(0, kAten.size()) != kAten) return false;
+  for (std::string_view op : ops) {
+    if (t.substr(kAten.size()) == op) return true;
+  }
+  return false;
+}
+
+std::string SizesText(const TensorMeta& m) {
+  std::string s = "[";
+  for (size_t i = 0; i < m.sizes.size(); ++i) {
+    const SymInt& d = m.sizes[i];
+    s += (i ? ", " : "") + (d.symbolic ? Expr::Parse(d.expr).Infix() : std::to_string(d.value));
+  }
+  return s + "]";
+}
+
+// A module boundary a value crosses: the root's argument or output, or a preserved call's.
+struct Boundary {
+  std::string module;
+  std::string argument;  // "" for an output
+  int64_t output = -1;
+};
+
+class Suggester {
+ public:
+  explicit Suggester(const Program& p) : p_(p) {}
+
+  // SplitWhereMade: back from `value` along `dim` to the nearest boundary.
+  std::optional<SuggestedSplit> WhereMade(std::string value, int64_t dim) {
+    IndexNodes();
+    IndexBoundaries();
+    for (size_t step = 0; step < kMaxTrace; ++step) {
+      const std::string key = DimKey(value, dim);
+      if (key.empty()) return std::nullopt;
+      if (boundaries_.count(value)) {
+        std::vector<SuggestedSplit> at =
+            SplitsAt(value, dim, TokenWhy(value, dim, "this value") + "; a split it meets needs it split alike");
+        if (!at.empty()) return at.front();
+      }
+      const Node* n = Producer(value);
+      if (n == nullptr) return std::nullopt;
+      // The input that carries the dim: same size (aligned from the right for broadcasts).
+      std::string next;
+      int64_t next_dim = -1;
+      for (const std::string& in : TensorInputs(*n)) {
+        if (state_input_.count(in)) continue;
+        const int64_t r = Rank(in);
+        const int64_t aligned = dim - (Rank(value) - r);
+        if (aligned >= 0 && aligned < r && DimKey(in, aligned) == key) {
+          next = in;
+          next_dim = aligned;
+          break;
+        }
+        for (int64_t d = 0; d < r && next.empty(); ++d) {
+          if (DimKey(in, d) == key) {
+            next = in;
+            next_dim = d;
+          }
+        }
+        if (!next.empty()) break;
+      }
+      if (next.empty()) return std::nullopt;
+      value = next;
+      dim = next_dim;
+    }
+    return std::nullopt;
+  }
+
+  Suggestion Run() {
+    s_.class_name = p_.manifest ? p_.manifest->class_name : "";
+    if (s_.class_name.empty()) s_.class_name = "Model";
+    s_.plan_name = PlanName(s_.class_name);
+    IndexNodes();
+    EqualSizesFromGuards();
+    FindAttention();
+    StreamsOfEqualLengths();
+    IndexBoundaries();
+    FollowTokens();
+    Gathers();
+    AttentionRules();
+    TensorParallel();
+    Guidance();
+    return std::move(s_);
+  }
+
+ private:
+  // ---- Sizes ---------------------------------------------------------------------------------
+  // A size as comparable text: a constant as "#N"; a symbolic one as the sum of its terms in
+  // infix form, sorted (so `s96 + s29` and `s29 + s96` meet), then the representative of the
+  // sizes the program's guards make equal (Flux's RoPE ids: `s29 + s96 == s31 + s87`).
+  std::string Key(const SymInt& d) {
+    if (!d.symbolic) return "#" + std::to_string(d.value);
+    auto it = infix_.find(d.expr);
+    if (it != infix_.end()) return Find(it->second);
+    std::string text;
+    try {
+      text = SumKey(Expr::Parse(d.expr).SumTerms());
+    } catch (const ExprError&) {
+      text = d.expr;
+    }
+    return Find(infix_.emplace(d.expr, text).first->second);
+  }
+  static std::string SumKey(std::vector<std::string> terms) {
+    std::sort(terms.begin(), terms.end());
+    std::string k;
+    for (const std::string& t : terms) k += (k.empty() ? "" : " + ") + t;
+    return k;
+  }
+  std::string Find(const std::string& k) {
+    auto it = same_.find(k);
+    if (it == same_.end() || it->second == k) return k;
+    const std::string root = Find(it->second);
+    same_[k] = root;
+    return root;
+  }
+  void Unite(const std::string& a, const std::string& b) {
+    const std::string ra = Find(a), rb = Find(b);
+    if (ra != rb) same_[std::max(ra, rb)] = std::min(ra, rb);
+  }
+  // Guards `L['a'].size()[i] + ... == L['b'].size()[j] + ...` between the forward's inputs.
+  void EqualSizesFromGuards() {
+    std::unordered_map<std::string, std::string> value_of;
+    const std::vector<CallValues> root = ModuleCallValues(p_, "");
+    if (!root.empty()) {
+      for (const auto& [name, leaves] : root[0].arguments) {
+        if (leaves.size() == 1 && !leaves[0].empty()) value_of[name] = leaves[0];
+      }
+    }
+    auto side = [&](std::string text) -> std::string {
+      text.erase(std::remove(text.begin(), text.end(), ' '), text.end());
+      while (text.size() > 2 && text.front() == '(' && text.back() == ')') text = text.substr(1, text.size() - 2);
+      std::vector<std::string> terms;
+      size_t start = 0;
+      while (start <= text.size()) {
+        size_t plus = text.find('+', start);
+        if (plus == std::string::npos) plus = text.size();
+        const std::string term = text.substr(start, plus - start);
+        // L['name'].size()[k]
+        const size_t q1 = term.find("L['"), q2 = term.find("'].size()[");
+        if (q1 != 0 || q2 == std::string::npos || term.back() != ']') return "";
+        const std::string name = term.substr(3, q2 - 3);
+        const std::string index = term.substr(q2 + 10, term.size() - q2 - 11);
+        if (index.empty() || !std::all_of(index.begin(), index.end(), ::isdigit)) return "";
+        auto v = value_of.find(name);
+        const TensorMeta* m = v == value_of.end() ? nullptr : Meta(v->second);
+        const size_t k = std::stoul(index);
+        if (m == nullptr || k >= m->sizes.size() || !m->sizes[k].symbolic) return "";
+        terms.push_back(Expr::Parse(m->sizes[k].expr).Infix());
+        start = plus + 1;
+      }
+      return SumKey(terms);
+    };
+    for (const std::string& g : p_.guards) {
+      const size_t eq = g.find("==");
+      if (eq == std::string::npos || g.find("==", eq + 2) != std::string::npos) continue;
+      const std::string a = side(g.substr(0, eq)), b = side(g.substr(eq + 2));
+      if (!a.empty() && !b.empty()) Unite(a, b);
+    }
+  }
+  // Every size the program holds that is a self-attention's length (under another name) adds
+  // its terms as streams of it.
+  void StreamsOfEqualLengths() {
+    for (const auto& [name, meta] : p_.tensor_values) {
+      for (const SymInt& d : meta.sizes) {
+        if (!d.symbolic) continue;
+        const std::string k = Key(d);
+        auto t = terms_.find(k);
+        if (t == terms_.end()) continue;
+        for (const std::string& term : Expr::Parse(d.expr).SumTerms()) {
+          const std::string tk = Find(SumKey({term}));
+          t->second.insert(tk);
+          tokens_.insert(tk);
+        }
+      }
+    }
+  }
+  const TensorMeta* Meta(const std::string& v) const { return p_.FindTensor(v); }
+  std::string DimKey(const std::string& v, int64_t dim) {
+    const TensorMeta* m = Meta(v);
+    if (m == nullptr || dim < 0 || dim >= static_cast<int64_t>(m->sizes.size())) return "";
+    return Key(m->sizes[static_cast<size_t>(dim)]);
+  }
+  int64_t Rank(const std::string& v) const {
+    const TensorMeta* m = Meta(v);
+    return m == nullptr ? 0 : static_cast<int64_t>(m->sizes.size());
+  }
+  // Two token sizes of one sequence: equal, or one a stream of the other.
+  bool Related(const std::string& a, const std::string& b) const {
+    if (a == b) return true;
+    auto ta = terms_.find(a), tb = terms_.find(b);
+    return (tb != terms_.end() && tb->second.count(a)) || (ta != terms_.end() && ta->second.count(b));
+  }
+
+  // ---- Program indexes -----------------------------------------------------------------------
+  void IndexNodes() {
+    for (size_t i = 0; i < p_.nodes.size(); ++i) {
+      for (const Argument& o : p_.nodes[i].outputs) {
+        for (const std::string& v : o.TensorNames()) producer_[v] = i;
+      }
+    }
+    for (size_t i = 0; i < p_.input_specs.size() && i < p_.inputs.size(); ++i) {
+      const InputSpec& spec = p_.input_specs[i];
+      if (spec.kind != InputSpec::Kind::kUserInput) {
+        for (const std::string& v : p_.inputs[i].TensorNames()) state_input_.insert(v);
+      }
+      if (spec.kind == InputSpec::Kind::kParameter) param_of_[p_.inputs[i].name] = spec.target;
+    }
+    if (p_.manifest) {
+      for (const model::Module& m : p_.manifest->modules) {
+        if (m.children.empty()) leaf_modules_.insert(m.path);
+      }
+    }
+  }
+  std::string TensorInput(const Node& n, std::string_view name) const {
+    for (const NamedArgument& a : n.inputs) {
+      if (a.name == name && a.arg.kind == Argument::Kind::kTensor) return a.arg.name;
+    }
+    return "";
+  }
+  std::vector<std::string> TensorInputs(const Node& n) const {
+    std::vector<std::string> out;
+    for (const NamedArgument& a : n.inputs) {
+      for (const std::string& v : a.arg.TensorNames()) {
+        if (!v.empty()) out.push_back(v);
+      }
+    }
+    return out;
+  }
+  std::optional<int64_t> IntInput(const Node& n, std::string_view name) const {
+    for (const NamedArgument& a : n.inputs) {
+      if (a.name == name && a.arg.kind == Argument::Kind::kInt) return a.arg.i;
+    }
+    return std::nullopt;
+  }
+  std::vector<std::string> OutputsOf(const Node& n) const {
+    std::vector<std::string> out;
+    for (const Argument& o : n.outputs) {
+      for (const std::string& v : o.TensorNames()) out.push_back(v);
+    }
+    return out;
+  }
+  const Node* Producer(const std::string& v) const {
+    auto it = producer_.find(v);
+    return it == producer_.end() ? nullptr : &p_.nodes[it->second];
+  }
+  // The module of a Linear node: its weight's fqn without ".weight".
+  std::string LinearModule(const Node& n) const {
+    auto it = param_of_.find(TensorInput(n, "weight"));
+    if (it == param_of_.end()) return "";
+    const std::string& fqn = it->second;
+    const size_t dot = fqn.rfind('.');
+    return dot == std::string::npos ? "" : fqn.substr(0, dot);
+  }
+  std::string NormModule(const Node& n) const {
+    auto it = param_of_.find(TensorInput(n, "weight"));
+    if (it == param_of_.end()) return "";
+    const size_t dot = it->second.rfind('.');
+    return dot == std::string::npos ? "" : it->second.substr(0, dot);
+  }
+  // Uses of each value, for forward traces.
+  const std::vector<size_t>& Users(const std::string& v) {
+    if (users_.empty()) {
+      for (size_t i = 0; i < p_.nodes.size(); ++i) {
+        for (const std::string& in : TensorInputs(p_.nodes[i])) users_[in].push_back(i);
+      }
+    }
+    static const std::vector<size_t> kNone;
+    auto it = users_.find(v);
+    return it == users_.end() ? kNone : it->second;
+  }
+
+  // True when `module` is a submodule of an attention module (its projections, norms).
+  bool InsideAttention(const std::string& module) const {
+    if (!p_.manifest) return false;
+    const auto& types = p_.manifest->attention_types;
+    for (const model::Module& m : p_.manifest->modules) {
+      if (std::find(types.begin(), types.end(), m.type) == types.end()) continue;
+      if (module.size() > m.path.size() && module.compare(0, m.path.size() + 1, m.path + ".") == 0) return true;
+    }
+    return false;
+  }
+
+  // ---- Attention sites and the sequence ------------------------------------------------------
+  struct Site {
+    size_t node = 0;
+    std::string module;
+    std::string q, k, v, out;
+    std::string q_len, k_len;
+    int64_t heads = 0;
+    bool self = false;
+  };
+
+  std::string AttentionModule(const Node& n) const {
+    if (n.stack >= 0 && p_.manifest) {
+      const auto& stack = p_.module_stacks[static_cast<size_t>(n.stack)];
+      const auto& types = p_.manifest->attention_types;
+      for (auto it = stack.rbegin(); it != stack.rend(); ++it) {
+        if (std::find(types.begin(), types.end(), it->type) != types.end()) return it->path;
+      }
+    }
+    return ModuleOf(p_, n);
+  }
+
+  void FindAttention() {
+    std::vector<std::string> fixed;
+    for (size_t i = 0; i < p_.nodes.size(); ++i) {
+      const Node& n = p_.nodes[i];
+      if (!Is(n, {"scaled_dot_product_attention.default"})) continue;
+      Site site;
+      site.node = i;
+      site.module = AttentionModule(n);
+      site.q = TensorInput(n, "query");
+      site.k = TensorInput(n, "key");
+      site.v = TensorInput(n, "value");
+      const std::vector<std::string> outs = OutputsOf(n);
+      site.out = outs.empty() ? "" : outs[0];
+      const TensorMeta* q = Meta(site.q);
+      const TensorMeta* k = Meta(site.k);
+      if (q == nullptr || k == nullptr || q->sizes.size() != 4 || k->sizes.size() != 4) continue;
+      site.q_len = Key(q->sizes[2]);
+      site.k_len = Key(k->sizes[2]);
+      site.heads = q->sizes[1].symbolic ? 0 : q->sizes[1].value;
+      site.self = site.q_len == site.k_len;
+      if (!batch_key_.empty() || !q->sizes[0].symbolic) {
+      } else {
+        batch_key_ = Key(q->sizes[0]);
+        batch_site_ = site.module;
+      }
+      if (site.self && !q->sizes[2].symbolic) {
+        fixed.push_back((site.module.empty() ? std::string("the root") : "`" + site.module + "`") + " (" +
+                        std::to_string(q->sizes[2].value) + " tokens)");
+      } else if (site.self) {
+        tokens_.insert(site.q_len);
+        auto& t = terms_[site.q_len];
+        for (const std::string& term : Expr::Parse(q->sizes[2].expr).SumTerms()) {
+          const std::string tk = Find(SumKey({term}));
+          t.insert(tk);
+          tokens_.insert(tk);
+        }
+      }
+      sites_.push_back(std::move(site));
+    }
+    if (sites_.empty()) {
+      throw SuggestError(p_.Where() + ": the program has no scaled_dot_product_attention node, so there is no "
+                         "sequence to run context-parallel and no heads to shard; weft suggest proposes plans for "
+                         "transformers whose attention torch.export kept as one node");
+    }
+    if (tokens_.empty()) {
+      std::string inputs;
+      const std::vector<CallValues> root = ModuleCallValues(p_, "");
+      for (const auto& [name, leaves] : root.empty() ? std::vector<std::pair<std::string, std::vector<std::string>>>{}
+                                                     : root[0].arguments) {
+        if (leaves.size() != 1 || leaves[0].empty()) continue;
+        const TensorMeta* m = Meta(leaves[0]);
+        if (m == nullptr || m->sizes.size() < 2) continue;
+        bool any = false;
+        for (size_t d = 1; d < m->sizes.size(); ++d) any = any || m->sizes[d].symbolic;
+        if (!any) inputs += (inputs.empty() ? "`" : ", `") + name + "` " + SizesText(*m);
+      }
+      if (fixed.empty()) {
+        throw SuggestError(p_.Where() + ": no attention of the program is self-attention over one length (queries "
+                           "and keys differ at every site), so weft finds no sequence to split");
+      }
+      throw SuggestError(p_.Where() + ": the token length of every self-attention is fixed in the program (" +
+                         fixed.front() + (fixed.size() > 1 ? " and " + std::to_string(fixed.size() - 1) + " more" : "") +
+                         "): the export specialised it" + (inputs.empty() ? "" : ", from the inputs " + inputs) +
+                         ". Export again with the token dims dynamic: tools/export_program.py marks every dim "
+                         "Dim.AUTO, and torch keeps a dim only when the model's forward does not fix it -- give an "
+                         "example whose token counts are not 1 and not equal to a config size, and look for a "
+                         "`sample_size`-like config value the forward compares them with");
+    }
+  }
+
+  // ---- Boundaries ----------------------------------------------------------------------------
+  void AddBoundary(const std::string& v, Boundary b) {
+    if (v.empty() || Meta(v) == nullptr) return;
+    auto& list = boundaries_[v];
+    for (const Boundary& x : list) {
+      if (x.module == b.module && x.argument == b.argument && x.output == b.output) return;
+    }
+    list.push_back(std::move(b));
+  }
+  void IndexBoundaries() {
+    std::set<std::string> modules;
+    for (const ModuleCall& call : p_.module_calls) {
+      if (call.has_signature) modules.insert(call.fqn.substr(0, call.fqn.find('@')));
+    }
+    modules.insert("");
+    for (const std::string& m : modules) {
+      for (const CallValues& call : ModuleCallValues(p_, m)) {
+        for (const auto& [name, leaves] : call.arguments) {
+          if (leaves.size() == 1 && !name.empty()) AddBoundary(leaves[0], {m, name, -1});
+        }
+        for (size_t i = 0; i < call.outputs.size(); ++i) AddBoundary(call.outputs[i], {m, "", static_cast<int64_t>(i)});
+      }
+    }
+    // Outputs first (innermost first: a split right after the value is made), then arguments.
+    for (auto& [v, list] : boundaries_) {
+      std::stable_sort(list.begin(), list.end(), [](const Boundary& a, const Boundary& b) {
+        if ((a.output >= 0) != (b.output >= 0)) return a.output >= 0;
+        if (a.output >= 0) return std::count(a.module.begin(), a.module.end(), '.') + !a.module.empty() >
+                                  std::count(b.module.begin(), b.module.end(), '.') + !b.module.empty();
+        return false;
+      });
+    }
+  }
+
+  // The splits a boundary of `v` can be written as, along `dim`: an output as itself; the
+  // arguments of the calls that receive `v` (leaf modules left out: splitting a Linear's input
+  // is splitting its output), the calls of one container as one glob.
+  std::vector<SuggestedSplit> SplitsAt(const std::string& v, int64_t dim, const std::string& why) {
+    std::vector<SuggestedSplit> out;
+    auto it = boundaries_.find(v);
+    if (it == boundaries_.end()) return out;
+    std::map<std::pair<std::string, std::string>, std::vector<std::string>> args;  // (glob, argument) -> modules
+    std::vector<std::pair<std::string, std::string>> order;
+    for (const Boundary& b : it->second) {
+      SuggestedSplit s;
+      s.dim = dim;
+      s.rank = Rank(v);
+      s.why = why;
+      if (b.output >= 0) {
+        if (b.module.empty()) continue;  // the root's output: a gather, never a split
+        // Inside an attention module its projections' outputs are Q, K, V: a split there is one
+        // of three that must agree; the attention's own inputs are the place.
+        if (InsideAttention(b.module)) continue;
+        s.module = b.module;
+        s.output = b.output;
+        out.push_back(std::move(s));
+        continue;
+      }
+      if (!b.module.empty() && leaf_modules_.count(b.module)) continue;
+      if (InsideAttention(b.module)) continue;
+      const std::pair<std::string, std::string> key{GlobOfPath(b.module), b.argument};
+      if (!args.count(key)) order.push_back(key);
+      args[key].push_back(b.module);
+    }
+    for (const auto& key : order) {
+      const std::vector<std::string>& mods = args[key];
+      SuggestedSplit s;
+      s.module = mods.size() > 1 ? key.first : mods[0];
+      s.argument = key.second;
+      s.dim = dim;
+      s.rank = Rank(v);
+      s.why = why + (mods.size() > 1 ? " (every one of the " + std::to_string(mods.size()) + " calls receives it)" : "");
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  // ---- Token dims, followed forward ----------------------------------------------------------
+  struct Reached {
+    int64_t dim;
+    size_t source;
+  };
+
+  bool IsReached(const std::string& v, int64_t dim) const {
+    auto it = reached_.find(v);
+    if (it == reached_.end()) return false;
+    for (const Reached& r : it->second) {
+      if (r.dim == dim) return true;
+    }
+    return false;
+  }
+  void Reach(const std::string& v, int64_t dim, size_t source) {
+    if (IsReached(v, dim)) return;
+    reached_[v].push_back({dim, source});
+    reach_order_.push_back({v, dim, source});
+  }
+  // `v` starts a split: a token dim at a boundary that no earlier split reaches.
+  void NewSource(const std::string& v, int64_t dim, const std::string& why) {
+    std::vector<SuggestedSplit> at = SplitsAt(v, dim, why);
+    if (at.empty()) return;
+    TokenSource src;
+    src.at = std::move(at);
+    s_.sources.push_back(std::move(src));
+    source_value_.push_back(v);
+    Reach(v, dim, s_.sources.size() - 1);
+  }
+  std::string TokenWhy(const std::string& v, int64_t dim, const std::string& what) {
+    const TensorMeta* m = Meta(v);
+    std::string site;
+    const std::string key = DimKey(v, dim);
+    for (const Site& x : sites_) {
+      if (x.self && Related(key, x.q_len)) {
+        site = x.module;
+        break;
+      }
+    }
+    return what + " carries tokens along dim " + std::to_string(dim) + " (sizes " + (m ? SizesText(*m) : "?") + "; " +
+           key + " tokens" + (site.empty() ? "" : " attend in `" + site + "`") + ")";
+  }
+
+  void FollowTokens() {
+    const std::vector<CallValues> root = ModuleCallValues(p_, "");
+    if (!root.empty()) {
+      for (const auto& [name, leaves] : root[0].arguments) {
+        if (leaves.size() != 1 || leaves[0].empty()) continue;
+        for (int64_t d = 0; d < Rank(leaves[0]); ++d) {
+          if (tokens_.count(DimKey(leaves[0], d)) && !IsReached(leaves[0], d)) {
+            NewSource(leaves[0], d, TokenWhy(leaves[0], d, "the forward argument `" + name + "`"));
+          }
+        }
+      }
+    }
+    for (const Node& n : p_.nodes) {
+      std::vector<std::pair<std::string, Reached>> in;
+      for (const std::string& v : TensorInputs(n)) {
+        auto it = reached_.find(v);
+        if (it == reached_.end()) continue;
+        for (const Reached& r : it->second) in.emplace_back(v, r);
+      }
+      for (const std::string& o : OutputsOf(n)) {
+        for (int64_t d = 0; d < Rank(o); ++d) {
+          const std::string key = DimKey(o, d);
+          if (!tokens_.count(key)) continue;
+          for (const auto& [v, r] : in) {
+            if (Related(DimKey(v, r.dim), key)) {
+              Reach(o, d, r.source);
+              break;
+            }
+          }
+          if (!IsReached(o, d) && boundaries_.count(o) && !state_input_.count(o)) {
+            const Boundary& b = boundaries_[o].front();
+            const std::string what = b.output >= 0 ? "output " + std::to_string(b.output) + " of `" + b.module + "`"
+                                                   : "argument `" + b.argument + "` of `" + b.module + "`";
+            NewSource(o, d, TokenWhy(o, d, what + " (node `" + n.name + "`)"));
+          }
+        }
+      }
+    }
+    // Fallbacks: the boundaries each source's tokens reach, in program order, up to the last
+    // attention they reach (a split after it would run no attention context-parallel).
+    std::vector<size_t> last_attention(s_.sources.size(), 0);
+    for (const Site& x : sites_) {
+      for (const std::string& v : {x.q, x.k}) {
+        auto it = reached_.find(v);
+        if (it == reached_.end()) continue;
+        for (const Reached& r : it->second) last_attention[r.source] = std::max(last_attention[r.source], x.node);
+      }
+    }
+    for (const auto& [v, dim, source] : reach_order_) {
+      if (v == source_value_[source]) continue;
+      auto made = producer_.find(v);
+      if (made != producer_.end() && made->second >= last_attention[source]) continue;
+      TokenSource& src = s_.sources[source];
+      if (src.at.size() > kMaxFallbacks) continue;
+      const SuggestedSplit& first = src.at.front();
+      const std::string why = "moved here from " + (first.module.empty() ? std::string("the root") : "`" + first.module + "`") + " by the checks; " +
+                              TokenWhy(v, dim, "this value");
+      for (SuggestedSplit& s : SplitsAt(v, dim, why)) {
+        bool seen = false;
+        for (const SuggestedSplit& x : src.at) {
+          seen = seen || (x.module == s.module && x.argument == s.argument && x.output == s.output);
+        }
+        if (!seen && src.at.size() <= kMaxFallbacks) src.at.push_back(std::move(s));
+      }
+    }
+  }
+
+  // ---- Gathers -------------------------------------------------------------------------------
+  void Gathers() {
+    const std::vector<CallValues> root = ModuleCallValues(p_, "");
+    if (root.empty()) return;
+    for (size_t i = 0; i < root[0].outputs.size(); ++i) {
+      const std::string& out = root[0].outputs[i];
+      if (out.empty()) continue;
+      std::vector<std::string> queue = {out};
+      std::unordered_set<std::string> seen = {out};
+      for (size_t at = 0; at < queue.size() && at < 4 * kMaxTrace; ++at) {
+        const std::string v = queue[at];
+        auto r = reached_.find(v);
+        auto b = boundaries_.find(v);
+        if (r != reached_.end() && b != boundaries_.end()) {
+          const Boundary* chosen = nullptr;
+          for (const Boundary& x : b->second) {
+            if (x.output >= 0 && (chosen == nullptr || (chosen->module.empty() && !x.module.empty()))) chosen = &x;
+          }
+          if (chosen != nullptr) {
+            SuggestedGather g;
+            g.module = chosen->module;
+            g.output = chosen->output;
+            g.dim = r->second.front().dim;
+            g.rank = Rank(v);
+            g.why = (chosen->module.empty() ? std::string("the forward's output ") + std::to_string(i)
+                                            : "output " + std::to_string(chosen->output) + " of `" + chosen->module + "`") +
+                    " holds the split tokens along dim " + std::to_string(g.dim) + " (sizes " + SizesText(*Meta(v)) + ")" +
+                    (v == out ? "" : "; the forward's output " + std::to_string(i) + " is computed from it");
+            s_.gathers.push_back(std::move(g));
+            break;
+          }
+        }
+        if (const Node* n = Producer(v)) {
+          for (const std::string& in : TensorInputs(*n)) {
+            if (!state_input_.count(in) && seen.insert(in).second) queue.push_back(in);
+          }
+        }
+      }
+    }
+  }
+
+  // ---- Attention rules -----------------------------------------------------------------------
+  void AttentionRules() {
+    std::map<std::string, std::pair<bool, std::string>> by_glob;
+    std::vector<std::string> order;
+    for (const Site& x : sites_) {
+      if (reached_.find(x.q) == reached_.end()) continue;
+      const bool cp = x.self && reached_.find(x.k) != reached_.end();
+      const std::string glob = GlobOfPath(x.module);
+      if (!by_glob.count(glob)) {
+        order.push_back(glob);
+        const std::string why =
+            cp ? "self-attention over the split tokens (node `" + p_.nodes[x.node].name + "`: queries and keys of " +
+                     x.q_len + ", " + std::to_string(x.heads) + " heads)"
+               : "cross-attention: its queries are split, its keys (" + x.k_len + ") are whole on every rank (node `" +
+                     p_.nodes[x.node].name + "`)";
+        by_glob[glob] = {cp, why};
+      }
+      if (cp) {
+        s_.min_heads = s_.min_heads == 0 ? x.heads : std::min(s_.min_heads, x.heads);
+      }
+    }
+    for (const std::string& g : order) s_.attention.push_back({g, by_glob[g].first, by_glob[g].second});
+  }
+
+  // ---- Tensor parallelism --------------------------------------------------------------------
+  struct TpModule {
+    std::string module;
+    bool colwise = true;
+    std::vector<int64_t> packed;
+    std::string owner;  // the glob the rule is grouped under
+    std::string why;
+  };
+
+  // The Linears whose outputs reach `value` through reshapes, norms, RoPE and concatenations,
+  // and the norms over all heads on the way (colwise like them).
+  void TraceProducers(const std::string& value, const std::string& owner, const std::string& why,
+                      std::vector<TpModule>& out) {
+    std::vector<std::string> queue = {value};
+    std::unordered_set<std::string> seen = {value};
+    for (size_t at = 0; at < queue.size() && at < kMaxTrace; ++at) {
+      const Node* n = Producer(queue[at]);
+      if (n == nullptr) continue;
+      if (Is(*n, {"linear.default"})) {
+        const std::string m = LinearModule(*n);
+        if (!m.empty()) out.push_back({m, true, {}, owner, why});
+        continue;
+      }
+      std::vector<std::string> next;
+      if (Is(*n, {"rms_norm.default", "layer_norm.default", "native_layer_norm.default"})) {
+        const std::string input = TensorInput(*n, "input");
+        const std::string m = NormModule(*n);
+        // Before the head reshape ([B, S, heads x head_dim]) a norm spans every head.
+        if (!m.empty() && Rank(input) == 3) out.push_back({m, true, {}, owner, why + "; it normalizes over all heads"});
+        next.push_back(input);
+      } else if (Is(*n, {"view.default", "reshape.default", "_unsafe_view.default", "unflatten.int",
+                         "flatten.using_ints", "transpose.int", "permute.default", "contiguous.default",
+                         "clone.default", "to.dtype", "_to_copy.default", "type_as.default", "unsqueeze.default",
+                         "squeeze.dim", "alias.default", "detach.default", "slice.Tensor", "select.int",
+                         "split_with_sizes.default", "split.Tensor", "chunk.default", "view_as_complex.default",
+                         "view_as_real.default", "empty_like.default", "unbind.int"}) ||
+                 n->target == "_operator.getitem") {
+        const std::vector<std::string> ins = TensorInputs(*n);
+        if (!ins.empty()) next.push_back(ins[0]);
+      } else if (Is(*n, {"mul.Tensor", "add.Tensor", "sub.Tensor", "neg.default", "cat.default", "stack.default",
+                         "addcmul.default", "gelu.default", "silu.default", "tanh.default", "relu.default"})) {
+        for (const std::string& in : TensorInputs(*n)) {
+          if (!state_input_.count(in)) next.push_back(in);
+        }
+      }
+      for (const std::string& v : next) {
+        if (seen.insert(v).second) queue.push_back(v);
+      }
+    }
+  }
+
+  // The Linears that read `value` through reshapes and slices (rowwise); a concatenation along
+  // the features on the way packs the attention's output with another stream, whose Linear is
+  // colwise.
+  void TraceConsumers(const std::string& value, const std::string& owner, const std::string& why,
+                      std::vector<TpModule>& out) {
+    std::vector<std::string> queue = {value};
+    std::unordered_set<std::string> seen = {value};
+    std::vector<int64_t> packed;
+    for (size_t at = 0; at < queue.size() && at < kMaxTrace; ++at) {
+      for (size_t u : Users(queue[at])) {
+        const Node& n = p_.nodes[u];
+        std::vector<std::string> next;
+        if (Is(n, {"linear.default"})) {
+          if (TensorInput(n, "input") != queue[at]) continue;
+          const std::string m = LinearModule(n);
+          if (!m.empty()) out.push_back({m, false, packed, owner, why});
+          continue;
+        }
+        if (Is(n, {"cat.default"})) {
+          const std::vector<std::string> outs = OutputsOf(n);
+          const std::vector<std::string> ins = TensorInputs(n);
+          const int64_t dim = IntInput(n, "dim").value_or(0);
+          const bool features = !outs.empty() && (dim == -1 || dim == Rank(outs[0]) - 1);
+          if (!features || !packed.empty()) {
+            next = outs;  // the streams joined again along the sequence
+          } else {
+            std::vector<int64_t> widths;
+            for (const std::string& in : ins) {
+              const TensorMeta* m = Meta(in);
+              if (m == nullptr || m->sizes.empty() || m->sizes.back().symbolic) {
+                widths.clear();
+                break;
+              }
+              widths.push_back(m->sizes.back().value);
+            }
+            if (widths.size() < 2) continue;
+            packed = widths;
+            for (const std::string& in : ins) {
+              if (in != queue[at]) {
+                TraceProducers(in, owner, "its output is concatenated with the attention's before `" + outs[0] +
+                                              "` reaches a rowwise Linear", out);
+              }
+            }
+            next = outs;
+          }
+        } else if (Is(n, {"view.default", "reshape.default", "_unsafe_view.default", "flatten.using_ints",
+                          "transpose.int", "permute.default", "contiguous.default", "clone.default", "to.dtype",
+                          "_to_copy.default", "type_as.default", "slice.Tensor", "split_with_sizes.default",
+                          "split.Tensor", "add.Tensor"}) ||
+                   n.target == "_operator.getitem") {
+          next = OutputsOf(n);
+        }
+        for (const std::string& v : next) {
+          if (seen.insert(v).second) queue.push_back(v);
+        }
+      }
+    }
+  }
+
+  // A feed-forward: Linear A reading tokens whose output reaches Linear B through activations
+  // only, B mapping back to A's input width.
+  void FeedForwards(std::set<std::string>& taken, std::vector<TpModule>& out) {
+    for (const Node& a : p_.nodes) {
+      if (!Is(a, {"linear.default"})) continue;
+      const std::string ma = LinearModule(a);
+      const std::string input = TensorInput(a, "input");
+      if (ma.empty() || taken.count(ma) || reached_.find(input) == reached_.end()) continue;
+      const std::vector<std::string> outs = OutputsOf(a);
+      if (outs.empty()) continue;
+      std::vector<std::string> queue = {outs[0]};
+      std::unordered_set<std::string> seen = {outs[0]};
+      for (size_t at = 0; at < queue.size() && at < 8; ++at) {
+        for (size_t u : Users(queue[at])) {
+          const Node& n = p_.nodes[u];
+          if (Is(n, {"linear.default"}) && TensorInput(n, "input") == queue[at]) {
+            const std::string mb = LinearModule(n);
+            const std::vector<std::string> bo = OutputsOf(n);
+            if (mb.empty() || taken.count(mb) || bo.empty()) continue;
+            const TensorMeta* ia = Meta(input);
+            const TensorMeta* ob = Meta(bo[0]);
+            if (ia == nullptr || ob == nullptr || ia->sizes.empty() || ob->sizes.empty() ||
+                Key(ia->sizes.back()) != Key(ob->sizes.back())) {
+              continue;
+            }
+            const std::string owner = CommonPrefix(GlobOfPath(ma), GlobOfPath(mb));
+            const std::string why = "a feed-forward: `" + ma + "` widens the tokens to " +
+                                    std::to_string(Meta(outs[0])->sizes.back().value) + " features, `" + mb +
+                                    "` maps them back";
+            out.push_back({ma, true, {}, owner, why});
+            out.push_back({mb, false, {}, owner, why});
+            taken.insert(ma);
+            taken.insert(mb);
+            queue.clear();
+            break;
+          }
+          if (Is(n, {"gelu.default", "silu.default", "relu.default", "tanh.default", "sigmoid.default",
+                     "mul.Tensor", "to.dtype", "_to_copy.default", "clone.default", "dropout.default"})) {
+            for (const std::string& o : OutputsOf(n)) {
+              if (seen.insert(o).second) queue.push_back(o);
+            }
+          }
+        }
+      }
+    }
+  }
+
+  void TensorParallel() {
+    std::vector<TpModule> found;
+    int64_t heads = 0;
+    for (const Site& x : sites_) {
+      const std::string owner = GlobOfPath(x.module);
+      const std::string node = p_.nodes[x.node].name;
+      TraceProducers(x.q, owner, "its output becomes the queries of `" + node + "` (heads split over tp)", found);
+      TraceProducers(x.k, owner, "its output becomes the keys of `" + node + "`", found);
+      TraceProducers(x.v, owner, "its output becomes the values of `" + node + "`", found);
+      TraceConsumers(x.out, owner, "it reads the output of `" + node + "` (partial sums all-reduced over tp)", found);
+      heads = heads == 0 ? x.heads : std::gcd(heads, x.heads);
+    }
+    std::set<std::string> taken;
+    for (const TpModule& m : found) taken.insert(m.module);
+    FeedForwards(taken, found);
+    if (found.empty()) {
+      s_.tp_dropped = "no Linear produces the attention's queries, keys or values";
+      return;
+    }
+    if (heads % 2 != 0) {
+      s_.tp_dropped = "the attention has " + std::to_string(heads) + " heads, which no tp degree of 2 or more splits";
+      return;
+    }
+    // One rule per (glob, style), grouped under its owner, in the order found.
+    std::map<std::tuple<std::string, bool, std::vector<int64_t>>, std::vector<std::string>> groups;
+    std::map<std::tuple<std::string, bool, std::vector<int64_t>>, std::string> why, owner_of;
+    std::vector<std::tuple<std::string, bool, std::vector<int64_t>>> order;
+    std::set<std::string> rule_seen;
+    std::map<std::string, bool> style_of;
+    for (const TpModule& m : found) {
+      const std::string glob = GlobOfPath(m.module);
+      auto style = style_of.find(glob);
+      if (style != style_of.end()) {
+        if (style->second != m.colwise) {
+          s_.tp_dropped = "`" + glob + "` would be both colwise and rowwise (" + m.why + ")";
+          s_.tp.clear();
+          return;
+        }
+        continue;
+      }
+      style_of[glob] = m.colwise;
+      std::string owner = m.owner;
+      if (glob.size() <= owner.size() || glob.compare(0, owner.size() + 1, owner + ".") != 0) {
+        owner = CommonPrefix(owner, glob);
+      }
+      if (owner == glob) {  // the module is the owner: group it under its parent
+        const size_t dot = glob.rfind('.');
+        owner = dot == std::string::npos ? "" : glob.substr(0, dot);
+      }
+      const auto key = std::make_tuple(owner, m.colwise, m.packed);
+      if (!groups.count(key)) {
+        order.push_back(key);
+        why[key] = m.why;
+        owner_of[key] = m.owner;
+      }
+      groups[key].push_back(owner.empty() ? glob : glob.substr(owner.size() + 1));
+    }
+    for (const auto& key : order) {
+      const auto& [owner, colwise, packed] = key;
+      const std::vector<std::string>& rel = groups[key];
+      std::string body = rel.size() == 1 ? rel[0] : "{" + Join(rel, ",") + "}";
+      SuggestedTp t;
+      t.pattern = owner.empty() ? body : owner + "." + body;
+      t.colwise = colwise;
+      t.packed = packed;
+      t.owner = owner_of[key];
+      t.why = why[key];
+      s_.tp.push_back(std::move(t));
+    }
+  }
+
+  // ---- Guidance branches ---------------------------------------------------------------------
+  void Guidance() {
+    if (batch_key_.empty()) {
+      s_.cfg_dropped = "the batch is fixed in the program (export with --batch 2 or more to keep it dynamic)";
+      return;
+    }
+    const std::vector<CallValues> root = ModuleCallValues(p_, "");
+    if (root.empty()) return;
+    for (const auto& [name, leaves] : root[0].arguments) {
+      if (leaves.size() != 1 || leaves[0].empty() || Rank(leaves[0]) == 0) continue;
+      if (DimKey(leaves[0], 0) != batch_key_) continue;
+      SuggestedSplit s;
+      s.module = "";
+      s.argument = name;
+      s.dim = 0;
+      s.rank = Rank(leaves[0]);
+      s.why = "dim 0 is the batch (" + batch_key_ + ") that `" + batch_site_ + "` attends over";
+      s_.cfg_splits.push_back(std::move(s));
+    }
+    for (size_t i = 0; i < root[0].outputs.size(); ++i) {
+      const std::string& o = root[0].outputs[i];
+      if (o.empty() || Rank(o) == 0 || DimKey(o, 0) != batch_key_) continue;
+      s_.cfg_gathers.push_back({"", static_cast<int64_t>(i), 0, Rank(o), "the forward's output " + std::to_string(i) +
+                                                                              " holds the batch along dim 0"});
+    }
+    if (s_.cfg_splits.empty() || s_.cfg_gathers.empty()) {
+      s_.cfg_splits.clear();
+      s_.cfg_gathers.clear();
+      s_.cfg_dropped = "no forward argument and output carry the batch along dim 0";
+    }
+  }
+
+  // ---- Text ----------------------------------------------------------------------------------
+  static std::string Join(const std::vector<std::string>& v, const std::string& sep) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
+    return s;
+  }
+  // The longest common prefix of two module paths, by whole segments.
+  static std::string CommonPrefix(const std::string& a, const std::string& b) {
+    size_t end = 0;
+    for (size_t i = 0; i <= a.size() && i <= b.size(); ++i) {
+      const bool a_end = i == a.size() || a[i] == '.';
+      const bool b_end = i == b.size() || b[i] == '.';
+      if (a_end && b_end) end = i;
+      if (i == a.size() || i == b.size() || a[i] != b[i]) break;
+    }
+    return a.substr(0, end);
+  }
+  static std::string PlanName(const std::string& cls) {
+    std::string base = cls;
+    const size_t t = base.find("Transformer");
+    if (t != std::string::npos && t > 0) base = base.substr(0, t);
+    std::string name;
+    for (char c : base) name += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(c)) : '_';
+    if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) name = "model_" + name;
+    return name;
+  }
+
+  const Program& p_;
+  Suggestion s_;
+  std::unordered_map<std::string, std::string> infix_;  // srepr -> SumKey
+  std::unordered_map<std::string, std::string> same_;   // sizes equal by guards (union-find)
+  std::unordered_map<std::string, size_t> producer_;
+  std::unordered_map<std::string, std::vector<size_t>> users_;
+  std::unordered_set<std::string> state_input_;
+  std::unordered_map<std::string, std::string> param_of_;
+  std::unordered_set<std::string> leaf_modules_;
+  std::vector<Site> sites_;
+  std::set<std::string> tokens_;
+  std::map<std::string, std::set<std::string>> terms_;  // a joint length -> its streams
+  std::string batch_key_, batch_site_;
+  std::unordered_map<std::string, std::vector<Boundary>> boundaries_;
+  std::unordered_map<std::string, std::vector<Reached>> reached_;
+  std::vector<std::tuple<std::string, int64_t, size_t>> reach_order_;
+  std::vector<std::string> source_value_;
+};
+
+std::string Quote(const std::string& s) { return "\"" + s + "\""; }
+
+}  // namespace
+
+std::string GlobOfPath(const std::string& path) {
+  std::string out;
+  size_t start = 0;
+  bool replaced = false;
+  while (start <= path.size()) {
+    size_t dot = path.find('.', start);
+    if (dot == std::string::npos) dot = path.size();
+    const std::string seg = path.substr(start, dot - start);
+    const bool digits = !seg.empty() && std::all_of(seg.begin(), seg.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+    out += (start ? "." : "") + (digits && !replaced ? std::string("*") : seg);
+    replaced = replaced || digits;
+    start = dot + 1;
+  }
+  return out;
+}
+
+bool Suggestion::Refused(const SuggestedSplit& x) const {
+  return std::find(refused.begin(), refused.end(), std::make_tuple(x.module, x.argument, x.output, x.dim)) != refused.end();
+}
+
+void Suggestion::Refuse(const SuggestedSplit& x) {
+  if (!Refused(x)) refused.emplace_back(x.module, x.argument, x.output, x.dim);
+}
+
+Suggestion SuggestPlan(const Program& program) { return Suggester(program).Run(); }
+
+std::optional<SuggestedSplit> SplitWhereMade(const Program& program, const std::string& value, int64_t dim) {
+  return Suggester(program).WhereMade(value, dim);
+}
+
+std::string RenderSuggestion(const Suggestion& s, std::vector<RenderedRule>* rules) {
+  std::vector<std::string> lines;
+  auto add = [&](const std::string& line) { lines.push_back(line); };
+  auto rule = [&](RenderedRule::Kind kind, size_t index, const std::string& line) {
+    lines.push_back(line);
+    if (rules) rules->push_back({kind, index, static_cast<uint32_t>(lines.size())});
+  };
+  std::string last_why;  // a reason shared by consecutive rules is written once
+  auto comment = [&](const std::string& indent, const std::string& why) {
+    if (why == last_why) return;
+    last_why = why;
+    // Wrapped at ~100 columns, on word bounds.
+    std::string line = indent + "#";
+    size_t start = 0;
+    while (start < why.size()) {
+      size_t end = why.find(' ', start);
+      if (end == std::string::npos) end = why.size();
+      const std::string word = why.substr(start, end - start);
+      if (line.size() + 1 + word.size() > 100 && line.size() > indent.size() + 1) {
+        add(line);
+        line = indent + "#";
+      }
+      line += " " + word;
+      start = end + 1;
+    }
+    add(line);
+  };
+  auto split_item = [](const SuggestedSplit& x) {
+    return (x.output >= 0 ? "output " + std::to_string(x.output) : x.argument) + " dim " + std::to_string(x.dim) +
+           " rank " + std::to_string(x.rank);
+  };
+  add("# " + s.class_name + ": suggested by `weft suggest` from the program's dataflow, and checked as a written");
+  add("# plan is. Review it like code: each rule says which node or input decided it.");
+  for (const std::string& n : s.notes) comment("", n);
+  add("plan " + s.plan_name + " for " + s.class_name);
+
+  std::vector<size_t> live;
+  for (size_t i = 0; i < s.sources.size(); ++i) {
+    if (!s.sources[i].dropped) live.push_back(i);
+  }
+  if (!live.empty()) {
+    add("");
+    add("context_parallel {");
+    // Splits of one module in one block, in source order.
+    std::vector<std::string> modules;
+    for (size_t i : live) {
+      const std::string& m = s.sources[i].at[s.sources[i].current].module;
+      if (std::find(modules.begin(), modules.end(), m) == modules.end()) modules.push_back(m);
+    }
+    for (const std::string& m : modules) {
+      std::vector<size_t> mine;
+      for (size_t i : live) {
+        if (s.sources[i].at[s.sources[i].current].module == m) mine.push_back(i);
+      }
+      if (mine.size() == 1) {
+        const SuggestedSplit& x = s.sources[mine[0]].at[s.sources[mine[0]].current];
+        comment("  ", x.why);
+        rule(RenderedRule::Kind::kSplit, mine[0], "  split " + Quote(m) + " " + split_item(x));
+        continue;
+      }
+      add("  split " + Quote(m) + " {");
+      for (size_t i : mine) {
+        const SuggestedSplit& x = s.sources[i].at[s.sources[i].current];
+        comment("    ", x.why);
+        rule(RenderedRule::Kind::kSplit, i, "    " + split_item(x));
+      }
+      add("  }");
+    }
+    for (size_t i = 0; i < s.gathers.size(); ++i) {
+      const SuggestedGather& g = s.gathers[i];
+      comment("  ", g.why);
+      rule(RenderedRule::Kind::kGather, i, "  gather " + Quote(g.module) + " output " + std::to_string(g.output) +
+                                               " dim " + std::to_string(g.dim) + " rank " + std::to_string(g.rank));
+    }
+    for (size_t i = 0; i < s.attention.size(); ++i) {
+      const SuggestedAttention& a = s.attention[i];
+      comment("  ", a.why);
+      rule(RenderedRule::Kind::kAttention, i,
+           "  attention " + Quote(a.module) + (a.context_parallel ? " context_parallel" : " local"));
+    }
+    add("}");
+  }
+  if (!s.tp.empty()) {
+    add("");
+    add("tensor_parallel {");
+    for (size_t i = 0; i < s.tp.size(); ++i) {
+      const SuggestedTp& t = s.tp[i];
+      comment("  ", t.why);
+      std::string line = std::string("  ") + (t.colwise ? "colwise " : "rowwise ") + Quote(t.pattern);
+      if (!t.packed.empty()) {
+        line += " packed [";
+        for (size_t j = 0; j < t.packed.size(); ++j) line += (j ? ", " : "") + std::to_string(t.packed[j]);
+        line += "]";
+      }
+      rule(RenderedRule::Kind::kTp, i, line);
+    }
+    add("}");
+  }
+  if (!s.cfg_splits.empty()) {
+    add("");
+    add("# Guidance branches (cfg axis): the batch carries them (conditional, unconditional ...).");
+    add("guidance_parallel {");
+    std::vector<std::string> modules;
+    for (const SuggestedSplit& x : s.cfg_splits) {
+      if (std::find(modules.begin(), modules.end(), x.module) == modules.end()) modules.push_back(x.module);
+    }
+    for (const std::string& m : modules) {
+      add("  split " + Quote(m) + " {");
+      for (size_t i = 0; i < s.cfg_splits.size(); ++i) {
+        if (s.cfg_splits[i].module != m) continue;
+        comment("    ", s.cfg_splits[i].why);
+        rule(RenderedRule::Kind::kCfg, i, "    " + split_item(s.cfg_splits[i]));
+      }
+      add("  }");
+    }
+    for (size_t i = 0; i < s.cfg_gathers.size(); ++i) {
+      const SuggestedGather& g = s.cfg_gathers[i];
+      rule(RenderedRule::Kind::kCfg, s.cfg_splits.size() + i,
+           "  gather " + Quote(g.module) + " output " + std::to_string(g.output) + " dim 0 rank " + std::to_string(g.rank));
+    }
+    add("}");
+  }
+  std::string text;
+  for (const std::string& l : lines) text += l + "\n";
+  return text;
+}
+
+}  // namespace weft::program
