@@ -151,9 +151,19 @@ def _cogvideox_positional_embeddings(self, sample_height, sample_width, sample_f
     return torch.cat([text, table]).unsqueeze(0)
 
 
-# (diffusers module, class, method) -> the method used during the export.
+def _uncached(module, cls, method):
+    """The function under a functools.lru_cache method: the cache hashes its arguments, and a
+    symbolic size is unhashable (`unhashable type: non-nested SymInt`)."""
+    import importlib
+    return getattr(getattr(importlib.import_module(module), cls), method).__wrapped__
+
+
+# (diffusers module, class, method) -> the method used during the export (a function, or a
+# callable of the three names that returns it).
 METHOD_SHIMS = {
     ("diffusers.models.embeddings", "CogVideoXPatchEmbed", "_get_positional_embeddings"): _cogvideox_positional_embeddings,
+    ("diffusers.models.transformers.transformer_nucleusmoe_image", "NucleusMoEEmbedRope", "_compute_video_freqs"):
+        _uncached,
 }
 
 
@@ -176,7 +186,7 @@ def symbolic_shims():
         except (ImportError, AttributeError):
             continue
         restore.append((owner, method, owner.__dict__.get(method), method in owner.__dict__))
-        setattr(owner, method, shim)
+        setattr(owner, method, shim(mod_name, cls_name, method) if shim is _uncached else shim)
     as_tensor = torch.as_tensor
 
     def as_tensor_keeping_symbols(data, dtype=None, device=None):
