@@ -12,7 +12,10 @@ namespace weft::interp {
 namespace {
 
 // aten.linear as a oneDNN matmul. The nn::Linear only holds the packed copy of the weight; it is
-// remade when a different weight tensor arrives (a shard, a reload) or the weight is written.
+// remade when a different weight tensor arrives (a shard, a reload) or the weight is written. A
+// weight the forward computes (WanAnimate's motion encoder scales its weights on every call) is an
+// inference tensor, new each call and without the version counter a packed copy is checked
+// against: it runs on at::linear.
 class PackedLinear final : public FastKernel {
  public:
   void Run(std::vector<c10::IValue>& stack, std::vector<c10::IValue>&) override {
@@ -22,7 +25,7 @@ class PackedLinear final : public FastKernel {
     if (!stack[2].isNone()) b = stack[2].toTensor();
     at::Tensor out;
     if (x.is_cpu() && x.scalar_type() == at::kFloat && w.scalar_type() == at::kFloat && w.dim() == 2 &&
-        (!b || b->scalar_type() == at::kFloat) && nn::FusedKernelsEnabled()) {
+        !w.is_inference() && (!b || b->scalar_type() == at::kFloat) && nn::FusedKernelsEnabled()) {
       if (!holder_ || holder_->in_features() != w.size(1) || holder_->out_features() != w.size(0)) {
         holder_ = std::make_unique<nn::Linear>(w.size(1), w.size(0), b.has_value());
       }

@@ -1,0 +1,43 @@
+// weft's fast kernels on arguments the interpreter hands them: the packed linear on a weight the
+// forward computes (an inference tensor under the job's InferenceMode, which has no version
+// counter to check a packed copy against) runs as at::linear instead of throwing.
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <gtest/gtest.h>
+
+#include "runtime/program/fast_kernels.h"
+
+namespace weft::interp {
+namespace {
+
+TEST(FastKernels, LinearOnAComputedWeightUnderInferenceMode) {
+  program::Program p;
+  program::Node node;
+  node.target = "torch.ops.aten.linear.default";
+  FastKernelContext ctx{p, node, c10::Device(c10::kCPU), [](const std::string&) { return 0; }};
+  std::unique_ptr<FastKernel> kernel = MakeFastKernel(ctx);
+  if (kernel == nullptr) GTEST_SKIP() << "this LibTorch has no oneDNN linear";
+  at::manual_seed(3);
+  const at::Tensor param = at::randn({16, 8});  // a parameter: loaded outside InferenceMode
+  const at::Tensor bias = at::randn({16});
+  c10::InferenceMode inference;
+  for (int call = 0; call < 2; ++call) {  // a new computed weight each call
+    const at::Tensor x = at::randn({4, 8});
+    const at::Tensor w = param * 0.25;  // as WanAnimate's motion encoder scales its weights
+    ASSERT_TRUE(w.is_inference());
+    std::vector<c10::IValue> stack{x, w, bias};
+    std::vector<c10::IValue> frame;
+    kernel->Run(stack, frame);
+    ASSERT_EQ(stack.size(), 1u);
+    EXPECT_TRUE(at::allclose(stack[0].toTensor(), at::linear(x, w, bias), 1e-6, 1e-6));
+  }
+  // A parameter's weight still takes the packed path and agrees.
+  const at::Tensor x = at::randn({4, 8});
+  std::vector<c10::IValue> stack{x, param, bias};
+  std::vector<c10::IValue> frame;
+  kernel->Run(stack, frame);
+  EXPECT_TRUE(at::allclose(stack[0].toTensor(), at::linear(x, param, bias), 1e-5, 1e-5));
+}
+
+}  // namespace
+}  // namespace weft::interp
