@@ -21,6 +21,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -77,6 +78,14 @@ def first_problem(result):
     return "; ".join(bits)
 
 
+def short(reason, cls):
+    """A reason as the table shows it: tool prefixes and the work dir's paths dropped."""
+    reason = re.sub(r"(/root|~)?/[^ :]*/coverage/%s/" % re.escape(cls), "", reason)
+    for prefix in ("export_program: ", "weft suggest: ", "weft-run: error: ", "weft-run: "):
+        reason = reason.replace(prefix, "")
+    return reason
+
+
 def md_escape(text):
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -108,10 +117,9 @@ def write_table(results, out, elapsed):
         "|---|" + "---|" * len(HEADERS) + "---|",
     ]
     for r in sorted(results, key=lambda r: r["class"]):
-        lines.append("| %s | %s | %s |" % (r["class"].replace("Transformer", "").replace("Model", "") or r["class"],
-                                          " | ".join(cell(r, c) for c in COLUMNS), md_escape(first_problem(r))))
-    lines += ["", "Full class names end in `Transformer{1,2,3}DModel` (the table drops `Transformer` and `Model`).",
-              "Generated in %.0f s." % elapsed, ""]
+        lines.append("| %s | %s | %s |" % (r["class"], " | ".join(cell(r, c) for c in COLUMNS),
+                                          md_escape(short(first_problem(r), r["class"]))))
+    lines += ["", "Generated in %.0f s (cached steps are not re-run)." % elapsed, ""]
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, "w") as f:
         f.write("\n".join(lines))

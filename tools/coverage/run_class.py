@@ -83,6 +83,8 @@ def first_reason(text):
             line = lines[i]
             if line.endswith(":"):  # a heading whose detail is on the next lines ("checkpoint does not match X:")
                 line += " " + " ".join(l.strip() for l in lines[i + 1:i + 3])
+            elif i + 1 < len(lines) and lines[i + 1].startswith("  at "):  # export_program: where in diffusers
+                line += " (" + lines[i + 1].strip() + ")"
             return clean(line)
     exc = [l for l in lines if re.match(r"^[A-Za-z_.]*(Error|Exception|Exit)\b", l)]
     if exc:
@@ -92,7 +94,7 @@ def first_reason(text):
 
 def clean(line):
     line = line.replace(ROOT + "/", "").replace(os.path.expanduser("~"), "~")
-    return line[:300]
+    return line[:400]
 
 
 def run_tool(cmd, log, timeout=STEP_TIMEOUT_S, env=None):
