@@ -658,6 +658,75 @@ class Suggester {
     std::string why;
   };
 
+  // A fused projection's blocks: the widths its output is split into along the features
+  // (Flux2's [Q | K | V | MLP gate | MLP up]: a split, then each part split again), or {} when
+  // it is used whole. Colwise sharding takes each rank's part of every block.
+  std::vector<int64_t> PackedBlocks(const std::string& v, int depth = 0) {
+    const TensorMeta* m = Meta(v);
+    if (m == nullptr || m->sizes.empty() || m->sizes.back().symbolic || depth > 4) return {};
+    const int64_t width = m->sizes.back().value;
+    // Slices of the features that tile them (SwiGLU's x[..., :h] and x[..., h:]).
+    std::vector<std::pair<int64_t, std::string>> slices;  // start -> the slice
+    std::vector<int64_t> ends;
+    for (size_t u : Users(v)) {
+      const Node& n = p_.nodes[u];
+      if (!Is(n, {"slice.Tensor"}) || TensorInputs(n).empty() || TensorInputs(n)[0] != v) continue;
+      const int64_t dim = IntInput(n, "dim").value_or(0);
+      const std::vector<std::string> outs = OutputsOf(n);
+      const TensorMeta* om = outs.empty() ? nullptr : Meta(outs[0]);
+      if ((dim != -1 && dim != Rank(v) - 1) || om == nullptr || om->sizes.back().symbolic) return {};
+      const int64_t start = IntInput(n, "start").value_or(0);
+      slices.emplace_back(start, outs[0]);
+      ends.push_back(start + om->sizes.back().value);
+    }
+    if (slices.size() > 1) {
+      std::vector<size_t> order(slices.size());
+      std::iota(order.begin(), order.end(), 0);
+      std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return slices[a].first < slices[b].first; });
+      std::vector<int64_t> blocks;
+      int64_t at = 0;
+      for (size_t i : order) {
+        if (slices[i].first != at) return {};
+        std::vector<int64_t> sub = PackedBlocks(slices[i].second, depth + 1);
+        if (sub.empty()) sub = {ends[i] - slices[i].first};
+        blocks.insert(blocks.end(), sub.begin(), sub.end());
+        at = ends[i];
+      }
+      return at == width ? blocks : std::vector<int64_t>{};
+    }
+    for (size_t u : Users(v)) {
+      const Node& n = p_.nodes[u];
+      if (n.target == "_operator.getitem") {
+        const std::vector<std::string> outs = OutputsOf(n);
+        if (!outs.empty()) return PackedBlocks(outs[0], depth + 1);
+      }
+      if (!Is(n, {"split_with_sizes.default", "split.Tensor", "chunk.default"}) || TensorInputs(n).empty() ||
+          TensorInputs(n)[0] != v) {
+        continue;
+      }
+      const int64_t dim = IntInput(n, "dim").value_or(0);
+      if (dim != -1 && dim != Rank(v) - 1) continue;
+      std::vector<int64_t> blocks;
+      for (const std::string& piece : OutputsOf(n)) {
+        std::vector<int64_t> sub = PackedBlocks(piece, depth + 1);
+        if (sub.empty()) {
+          const TensorMeta* pm = Meta(piece);
+          if (pm == nullptr || pm->sizes.empty() || pm->sizes.back().symbolic) return {};
+          sub = {pm->sizes.back().value};
+        }
+        blocks.insert(blocks.end(), sub.begin(), sub.end());
+      }
+      if (std::accumulate(blocks.begin(), blocks.end(), int64_t{0}) != width) return {};
+      return blocks;
+    }
+    return {};
+  }
+  std::vector<int64_t> PackedOf(const Node& linear) {
+    const std::vector<std::string> outs = OutputsOf(linear);
+    std::vector<int64_t> blocks = outs.empty() ? std::vector<int64_t>{} : PackedBlocks(outs[0]);
+    return blocks.size() > 1 ? blocks : std::vector<int64_t>{};
+  }
+
   // The Linears whose outputs reach `value` through reshapes, norms, RoPE and concatenations,
   // and the norms over all heads on the way (colwise like them).
   void TraceProducers(const std::string& value, const std::string& owner, const std::string& why,
@@ -669,7 +738,7 @@ class Suggester {
       if (n == nullptr) continue;
       if (Is(*n, {"linear.default"})) {
         const std::string m = LinearModule(*n);
-        if (!m.empty()) out.push_back({m, true, {}, owner, why});
+        if (!m.empty()) out.push_back({m, true, PackedOf(*n), owner, why});
         continue;
       }
       std::vector<std::string> next;
@@ -771,7 +840,7 @@ class Suggester {
       if (outs.empty()) continue;
       std::vector<std::string> queue = {outs[0]};
       std::unordered_set<std::string> seen = {outs[0]};
-      for (size_t at = 0; at < queue.size() && at < 8; ++at) {
+      for (size_t at = 0; at < queue.size() && at < 16; ++at) {
         for (size_t u : Users(queue[at])) {
           const Node& n = p_.nodes[u];
           if (Is(n, {"linear.default"}) && TensorInput(n, "input") == queue[at]) {
@@ -788,7 +857,7 @@ class Suggester {
             const std::string why = "a feed-forward: `" + ma + "` widens the tokens to " +
                                     std::to_string(Meta(outs[0])->sizes.back().value) + " features, `" + mb +
                                     "` maps them back";
-            out.push_back({ma, true, {}, owner, why});
+            out.push_back({ma, true, PackedOf(a), owner, why});
             out.push_back({mb, false, {}, owner, why});
             taken.insert(ma);
             taken.insert(mb);
@@ -796,7 +865,9 @@ class Suggester {
             break;
           }
           if (Is(n, {"gelu.default", "silu.default", "relu.default", "tanh.default", "sigmoid.default",
-                     "mul.Tensor", "to.dtype", "_to_copy.default", "clone.default", "dropout.default"})) {
+                     "mul.Tensor", "to.dtype", "_to_copy.default", "clone.default", "dropout.default",
+                     "chunk.default", "split.Tensor", "split_with_sizes.default", "slice.Tensor"}) ||
+              n.target == "_operator.getitem") {
             for (const std::string& o : OutputsOf(n)) {
               if (seen.insert(o).second) queue.push_back(o);
             }
