@@ -132,6 +132,17 @@ std::string Describe(const program::SuggestedSplit& x) {
          (x.module.empty() ? std::string("the root") : x.module) + "`";
 }
 
+// No guidance_parallel section: the splits tried for it leave the header, one note says why.
+void DropGuidance(program::Suggestion& s, const std::string& why) {
+  s.cfg_splits.clear();
+  s.cfg_gathers.clear();
+  s.cfg_dropped = why;
+  s.notes.erase(std::remove_if(s.notes.begin(), s.notes.end(),
+                               [](const std::string& n) { return n.find("[at cfg=") != std::string::npos; }),
+                s.notes.end());
+  s.notes.push_back("no guidance_parallel section: " + why);
+}
+
 // Moves or drops the rule `error` is about; false when it points at none.
 bool Repair(program::Suggestion& s, const std::vector<program::RenderedRule>& rules, const program::Program& p,
             const CheckResult& result) {
@@ -193,9 +204,7 @@ bool Repair(program::Suggestion& s, const std::vector<program::RenderedRule>& ru
       return true;
     }
     if (combination.find("cfg=") != std::string::npos && !s.cfg_splits.empty()) {
-      s.cfg_splits.clear();
-      s.cfg_gathers.clear();
-      s.cfg_dropped = why;
+      DropGuidance(s, why);
       return true;
     }
     bool any = false;
@@ -245,9 +254,7 @@ bool Repair(program::Suggestion& s, const std::vector<program::RenderedRule>& ru
       return true;
     }
     case K::kCfg:
-      s.cfg_splits.clear();
-      s.cfg_gathers.clear();
-      s.cfg_dropped = why;
+      DropGuidance(s, why);
       return true;
   }
   return false;

@@ -200,6 +200,39 @@ class ShardFlow {
     }
   }
 
+  // A whole tensor viewed at a split's local length (Kandinsky5's text RoPE: a table of every
+  // position reshaped by the local text length) would fail at run time, or worse, keep the first
+  // positions on every rank: refused, naming the whole tensor (weft suggest splits it).
+  void WholeAtLocalLength(const Node& n) {
+    if (Tp() || local_lengths_.empty() ||
+        !OneOf(n.target, {"view.default", "reshape.default", "_unsafe_view.default", "expand.default"})) {
+      return;
+    }
+    const std::string self = TensorArg(n, "self");
+    if (self.empty()) return;
+    for (const NamedArgument& a : n.inputs) {
+      if (a.name != "size" && a.name != "shape") continue;
+      for (const SymIntRef& r : a.arg.sym_ints) {
+        if (!r.is_name) continue;
+        auto it = local_lengths_.find(r.name);
+        if (it == local_lengths_.end()) continue;
+        // The dim of `self` that holds the full length: the one whose size the local one stands for.
+        const std::vector<int64_t> sizes = Sizes(self);
+        int64_t dim = -1;
+        for (size_t d = 0; d < sizes.size(); ++d) {
+          if (!it->second.blocks.empty() && sizes[d] == std::accumulate(it->second.blocks.begin(), it->second.blocks.end(), int64_t{0})) {
+            dim = static_cast<int64_t>(d);
+            break;
+          }
+        }
+        Refuse(EditCheck::kTpColwiseEscapes, n, self, it->second,
+               "it reshapes `" + self + "`, which is whole, to the local length `" + r.name +
+                   "` of a split (the split's rank holds only its part of that dim)",
+               self, dim);
+      }
+    }
+  }
+
   // A context-parallel split or gather right after the node producing the value.
   void AfterProducer(const Node& n) {
     LocalLengthFactory(n);
@@ -471,7 +504,7 @@ class ShardFlow {
         if (const Sharding* s = Find(v)) in.emplace_back(v, *s);
       }
     }
-    if (in.empty()) return;
+    if (in.empty()) return WholeAtLocalLength(n);
     const std::string& t = n.target;
     const std::vector<std::string> outs = Outputs(n);
     if (t == "torch.ops.aten.linear.default") return Linear(n);
