@@ -1,0 +1,23 @@
+#!/bin/sh
+# One class of the zoo subset (tests/fixtures/zoo/<class>: its tiny program, seeded weights, inputs
+# and diffusers' eager fp32 output): weft suggest proposes and checks a plan, then weft-run runs it
+# on 2 ranks at ulysses=2, ring=2 (p2p) and, where the plan has tensor_parallel rules, tp=2, each
+# against diffusers' output (fp32, <= 1e-4 x max|reference|, weft-run --expect's default).
+#   run_class.sh WEFT WEFT_RUN FIXTURE_DIR OUT_DIR
+set -eu
+weft=$1 run=$2 dir=$3 out=$4
+mkdir -p "$out"
+"$weft" suggest --program "$dir/program.pt2" -o "$out/plan.weft"
+set -- "ulysses=2" "ring=2 --rotate p2p"
+grep -q '^tensor_parallel' "$out/plan.weft" && set -- "$@" "tp=2"
+for mesh in "$@"; do
+  # shellcheck disable=SC2086
+  if ! "$run" --no-prefix --program "$dir/program.pt2" --model-dir "$dir/model" --inputs "$dir/inputs.safetensors" \
+        --expect "$dir/reference.safetensors" --plan "$out/plan.weft" --mesh $mesh > "$out/run.log" 2>&1 ||
+     ! grep -q "output against .* passed" "$out/run.log"; then
+    echo "$(basename "$dir") at $mesh: FAILED"
+    cat "$out/run.log"
+    exit 1
+  fi
+  echo "$(basename "$dir") at $mesh: $(grep -o 'passed: max abs error [^,]*, [^ ]* x' "$out/run.log")"
+done
