@@ -195,7 +195,8 @@ class ShardFlow {
         if (!a.arg.sym_ints[i].is_name) continue;
         auto it = local_lengths_.find(a.arg.sym_ints[i].name);
         if (it == local_lengths_.end()) continue;
-        return Set(outs[0], a.name == "end" ? 0 : static_cast<int64_t>(i), it->second.blocks, it->second.rule);
+        const Sharding& split = it->second.second;
+        return Set(outs[0], a.name == "end" ? 0 : static_cast<int64_t>(i), split.blocks, split.rule);
       }
     }
   }
@@ -217,17 +218,16 @@ class ShardFlow {
         auto it = local_lengths_.find(r.name);
         if (it == local_lengths_.end()) continue;
         // The dim of `self` that holds the full length: the one whose size the local one stands for.
+        const auto& [split_value, split] = it->second;
         const std::vector<int64_t> sizes = Sizes(self);
+        const int64_t full = std::accumulate(split.blocks.begin(), split.blocks.end(), int64_t{0});
         int64_t dim = -1;
-        for (size_t d = 0; d < sizes.size(); ++d) {
-          if (!it->second.blocks.empty() && sizes[d] == std::accumulate(it->second.blocks.begin(), it->second.blocks.end(), int64_t{0})) {
-            dim = static_cast<int64_t>(d);
-            break;
-          }
+        for (size_t d = 0; d < sizes.size() && dim < 0; ++d) {
+          if (sizes[d] == full) dim = static_cast<int64_t>(d);
         }
-        Refuse(EditCheck::kTpColwiseEscapes, n, self, it->second,
-               "it reshapes `" + self + "`, which is whole, to the local length `" + r.name +
-                   "` of a split (the split's rank holds only its part of that dim)",
+        Refuse(EditCheck::kTpColwiseEscapes, n, split_value, split,
+               "it reshapes `" + self + "`, which is whole, to `" + r.name + "`, the local length of `" + split_value +
+                   "` (each rank holds only its part of that dim)",
                self, dim);
       }
     }
@@ -629,8 +629,8 @@ class ShardFlow {
       // The local length of a split: a tensor built at it is a shard too (below, LocalLengthFactory).
       if (!Tp() && Norm(IntArg(n, "dim").value_or(0), rank) == s.dim) {
         for (const Argument& o : n.outputs) {
-          if (o.kind == AK::kSymInt && !o.sym_ints.empty() && o.sym_ints[0].is_name) local_lengths_[o.sym_ints[0].name] = s;
-          if (!o.name.empty()) local_lengths_[o.name] = s;
+          if (o.kind == AK::kSymInt && !o.sym_ints.empty() && o.sym_ints[0].is_name) local_lengths_[o.sym_ints[0].name] = {value, s};
+          if (!o.name.empty()) local_lengths_[o.name] = {value, s};
         }
       }
       return;
@@ -1045,7 +1045,8 @@ class ShardFlow {
   std::map<std::string, Sharding> after_;             // splits right after a value's producer
   std::map<std::string, std::pair<size_t, int64_t>> gathers_;  // value -> its gather's rule, dim
   std::set<std::string> attention_;                   // nodes run context-parallel
-  std::unordered_map<std::string, Sharding> local_lengths_;  // sym_size of a split dim -> that split
+  // sym_size of a split dim -> the split value and its sharding
+  std::unordered_map<std::string, std::pair<std::string, Sharding>> local_lengths_;
   std::map<std::string, std::vector<std::pair<int64_t, size_t>>> factory_dims_;  // node -> (dim, rule) made local
 };
 
