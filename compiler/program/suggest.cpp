@@ -347,12 +347,29 @@ class Suggester {
       site.k_len = Key(k->sizes[2]);
       site.heads = q->sizes[1].symbolic ? 0 : q->sizes[1].value;
       site.self = site.q_len == site.k_len;
+      // Joint keys: the queries' tokens are one stream of the keys (PRX attends image queries to
+      // [text | image] keys): the keys' length is the sequence, the queries' a stream of it.
+      bool joint_keys = false;
+      if (!site.self && q->sizes[2].symbolic && k->sizes[2].symbolic) {
+        for (const std::string& term : Expr::Parse(k->sizes[2].expr).SumTerms()) {
+          joint_keys = joint_keys || Find(SumKey({term})) == site.q_len;
+        }
+      }
       if (!batch_key_.empty() || !q->sizes[0].symbolic) {
       } else {
         batch_key_ = Key(q->sizes[0]);
         batch_site_ = site.module;
       }
-      if (site.self && !q->sizes[2].symbolic) {
+      if (joint_keys) {
+        site.self = true;
+        tokens_.insert(site.k_len);
+        auto& t = terms_[site.k_len];
+        for (const std::string& term : Expr::Parse(k->sizes[2].expr).SumTerms()) {
+          const std::string tk = Find(SumKey({term}));
+          t.insert(tk);
+          tokens_.insert(tk);
+        }
+      } else if (site.self && !q->sizes[2].symbolic) {
         fixed.push_back((site.module.empty() ? std::string("the root") : "`" + site.module + "`") + " (" +
                         std::to_string(q->sizes[2].value) + " tokens)");
       } else if (site.self) {
