@@ -834,6 +834,19 @@ class ShardFlow {
       lengths.push_back(length);
       at += length;
     }
+    if (!Tp() && n.target == "torch.ops.aten.split_with_sizes.default") {
+      // A constant size is a full length the export fixed (CogVideoX's 226 text tokens): on a
+      // split each rank holds only its part, and nothing makes a constant local.
+      const std::vector<int64_t> sizes = IntsArg(n, "split_sizes");
+      for (size_t i = 0; i < sizes.size() && i < lengths.size(); ++i) {
+        if (sizes[i] != std::numeric_limits<int64_t>::min()) {
+          Refuse(EditCheck::kTpUnsupportedOperator, n, value, s,
+                 "it splits the split dim at the constant size " + std::to_string(sizes[i]) +
+                     ", a full length the export fixed (each rank holds only its part); export with that length "
+                     "dynamic, or split after this node");
+        }
+      }
+    }
     if (n.target == "torch.ops.aten.split_with_sizes.default") {
       const std::vector<int64_t> sizes = Tp() ? IntsArg(n, "split_sizes") : std::vector<int64_t>{};
       for (size_t i = 0; i < sizes.size(); ++i) {
