@@ -248,13 +248,25 @@ def main():
         return good
 
     # export, then the program must load in weft's reader
+    # The export depends on the inputs, the config and the export tool; on weft only where weft's
+    # reader refused the program (a rebuilt weft may read it now). A program exported before is
+    # read again by `weft program` when weft changes (cheap), so a rebuild does not re-export all.
     base_fp = content_id(inputs, os.path.join(model_dir, "config.json"))
-    fp = fingerprint("export", base_fp, file_id(EXPORT), file_id(WEFT))
+    last = res.data["steps"].get("export", {})
+    read_failure = "weft cannot read" in last.get("reason", "")
+    fp = fingerprint("export", base_fp, file_id(EXPORT), file_id(os.path.join(TOOLS, "diffusers_models.py")),
+                     file_id(WEFT) if read_failure else None)
     if not prepared:
         res.set("export", fp, "skip")
         exported = False
-    elif res.cached("export", fp) and os.path.exists(program):
+    elif res.cached("export", fp) and (os.path.exists(program) or res.status("export") != "ok"):
         exported = res.status("export") == "ok"
+        if exported and last.get("read_by") != file_id(WEFT):
+            rc, out = run_tool([WEFT, "program", program], os.path.join(work, "read.log"))
+            exported = rc == 0
+            res.set("export", fp, "ok" if exported else "fail",
+                    "" if exported else "weft cannot read the program it exported: " + first_reason(out),
+                    last.get("seconds", 0.0), read_by=file_id(WEFT))
     else:
         t = time.time()
         if os.path.exists(program):
@@ -262,7 +274,8 @@ def main():
         rc, out = run_tool([PYTHON, EXPORT, "--model-dir", model_dir, "--inputs", inputs, "-o", program],
                            os.path.join(work, "export.log"))
         exported = rc == 0 and os.path.exists(program)
-        res.set("export", fp, "ok" if exported else "fail", "" if exported else first_reason(out), time.time() - t)
+        res.set("export", fp, "ok" if exported else "fail", "" if exported else first_reason(out), time.time() - t,
+                read_by=file_id(WEFT))
     prog_fp = file_id(program) if exported else None
 
     run_base = [WEFT_RUN, "--program", program, "--model-dir", model_dir, "--inputs", inputs, "--expect", ref,
