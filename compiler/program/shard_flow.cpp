@@ -11,6 +11,7 @@
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "compiler/program/local_sizes.h"
@@ -150,6 +151,13 @@ class ShardFlow {
     for (const Argument& a : p_.inputs) {
       for (const std::string& v : a.TensorNames()) graph_input.insert(v);
     }
+    for (size_t i = 0; i < p_.inputs.size() && i < p_.input_specs.size(); ++i) {
+      if (p_.input_specs[i].kind != InputSpec::Kind::kUserInput) continue;
+      for (const SymIntRef& r : p_.inputs[i].sym_ints) {
+        if (r.is_name) user_syms_.insert(r.name);
+      }
+      if (p_.inputs[i].kind == AK::kSymInt && !p_.inputs[i].name.empty()) user_syms_.insert(p_.inputs[i].name);
+    }
     for (const plan::ProgramEdit& e : in_.edits) {
       if ((e.kind == Kind::kSplit || e.kind == Kind::kGather || e.kind == Kind::kArgument) && e.group != Group()) {
         continue;
@@ -205,6 +213,22 @@ class ShardFlow {
   // position reshaped by the local text length) would fail at run time, or worse, keep the first
   // positions on every rank: refused, naming the whole tensor (weft suggest splits it).
   void WholeAtLocalLength(const Node& n) {
+    // Sizes computed from a local length are local too (`s // 2`, `b * s`).
+    if (!Tp() && !local_syms_.empty() && n.target.compare(0, 10, "_operator.") == 0) {
+      bool local = false;
+      for (const NamedArgument& a : n.inputs) {
+        for (const std::string& v : a.arg.SymbolNames()) local = local || local_syms_.count(v) > 0;
+      }
+      if (local) {
+        for (const Argument& o : n.outputs) {
+          if (!o.name.empty()) local_syms_.insert(o.name);
+          for (const SymIntRef& r : o.sym_ints) {
+            if (r.is_name) local_syms_.insert(r.name);
+          }
+        }
+      }
+      return;
+    }
     if (Tp() || local_lengths_.empty() ||
         !OneOf(n.target, {"view.default", "reshape.default", "_unsafe_view.default", "expand.default"})) {
       return;
@@ -629,8 +653,14 @@ class ShardFlow {
       // The local length of a split: a tensor built at it is a shard too (below, LocalLengthFactory).
       if (!Tp() && Norm(IntArg(n, "dim").value_or(0), rank) == s.dim) {
         for (const Argument& o : n.outputs) {
-          if (o.kind == AK::kSymInt && !o.sym_ints.empty() && o.sym_ints[0].is_name) local_lengths_[o.sym_ints[0].name] = {value, s};
-          if (!o.name.empty()) local_lengths_[o.name] = {value, s};
+          if (o.kind == AK::kSymInt && !o.sym_ints.empty() && o.sym_ints[0].is_name) {
+            local_lengths_[o.sym_ints[0].name] = {value, s};
+            local_syms_.insert(o.sym_ints[0].name);
+          }
+          if (!o.name.empty()) {
+            local_lengths_[o.name] = {value, s};
+            local_syms_.insert(o.name);
+          }
         }
       }
       return;
@@ -783,7 +813,36 @@ class ShardFlow {
         if (v > 0) EditInt(n, name, element, v / tp_, s.rule);
       }
     }
+    if (!Tp() && n.target != "torch.ops.aten.flatten.using_ints") FullSizeOfSplitDim(n, name, unflatten, a.size(), j, value, s);
     Set(out, static_cast<int64_t>(j), blocks, s.rule);
+  }
+
+  // The size a view gives the split dim (output dim `j`) must be the local one: -1, a size read
+  // off a shard (sym_size of a split and sizes computed from it), or one local_sizes.h rewrites.
+  // A constant or a forward argument (TransformerTemporal's `num_frames`) is the full length:
+  // every rank would fail, or regroup rows across the split.
+  void FullSizeOfSplitDim(const Node& n, const char* name, bool unflatten, size_t in_rank, size_t j,
+                          const std::string& value, const Sharding& s) {
+    const Argument* arg = Arg(n, name);
+    if (arg == nullptr) return;
+    const int64_t offset = unflatten ? Norm(IntArg(n, "dim").value_or(0), static_cast<int64_t>(in_rank)) : 0;
+    const int64_t element = static_cast<int64_t>(j) - offset;
+    if (element < 0) return;
+    for (const plan::ProgramEdit& e : in_.edits) {
+      if (e.kind == Kind::kArgument && e.node == n.name && (e.element == element || e.element < 0)) return;
+    }
+    std::string full;
+    if (arg->kind == AK::kInts && element < static_cast<int64_t>(arg->ints.size())) {
+      const int64_t v = arg->ints[static_cast<size_t>(element)];
+      if (v != -1) full = "the constant " + std::to_string(v);
+    } else if ((arg->kind == AK::kSymInts || arg->kind == AK::kSymInt) && element < static_cast<int64_t>(arg->sym_ints.size())) {
+      const SymIntRef& r = arg->sym_ints[static_cast<size_t>(element)];
+      if (!r.is_name && r.value != -1) full = "the constant " + std::to_string(r.value);
+      if (r.is_name && user_syms_.count(r.name)) full = "the forward argument `" + r.name + "`";
+    }
+    if (full.empty()) return;
+    Refuse(EditCheck::kTpReducesShardedDim, n, value, s,
+           "it gives the split dim " + full + ", the full length (each rank holds only its part)");
   }
 
   void Slice(const Node& n, const std::string& value, const Sharding& s) {
@@ -1060,6 +1119,8 @@ class ShardFlow {
   std::set<std::string> attention_;                   // nodes run context-parallel
   // sym_size of a split dim -> the split value and its sharding
   std::unordered_map<std::string, std::pair<std::string, Sharding>> local_lengths_;
+  std::unordered_set<std::string> local_syms_;  // sizes read off shards, and computed from them
+  std::unordered_set<std::string> user_syms_;   // forward arguments that are ints (full sizes)
   std::map<std::string, std::vector<std::pair<int64_t, size_t>>> factory_dims_;  // node -> (dim, rule) made local
 };
 
