@@ -67,6 +67,7 @@ CheckResult Check(const std::string& plan_name, const std::string& text, const p
                   const model::ModelGraph& graph, const std::vector<std::string>& meshes) {
   CheckResult result;
   CompileOptions o;
+
   Inputs in;
   diag::CollectingConsumer parse_out;
   diag::Emitter parse_diags(in.sources, parse_out, 0);

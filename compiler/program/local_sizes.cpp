@@ -375,6 +375,23 @@ class LocalSizes {
       if (in.name == "attn_mask" && in.arg.kind == Argument::Kind::kTensor) mask = in.arg.name;
     }
     if (mask.empty()) return;
+    const TensorMeta* qmeta = p_.FindTensor(mask);
+    if (qmeta != nullptr) {
+      const TensorMeta* meta = qmeta;
+      const std::string module = ModuleOf(p_, n);
+      // Ring and Ulysses move keys, not queries: a mask over (query, key) pairs (HunyuanVideo's
+      // text refiner: its text mask as rows and columns) has no per-key layout. A mask expanded
+      // from one row (LTX per head) is one row per key, as the runtime checks by value.
+      if (meta->sizes.size() == 4 && (meta->sizes[2].symbolic || meta->sizes[2].value != 1) && !ExpandedFromOneRow(mask)) {
+        const plan::ProgramEdit& attention = edits_.edits[site];
+        throw PlanEditError(EditCheck::kMaskNotLaidOutWithKeys, attention.origin,
+                            where_ + ": the mask `" + mask + "` of context-parallel attention `" + n.name + "` (module `" +
+                                module + "`" + RuleAt(attention.origin) +
+                                ") varies along the queries as well as the keys; ring and Ulysses attention take a mask "
+                                "over the keys only (B, 1, 1, keys): leave this attention local",
+                            n.name, module);
+      }
+    }
     // A mask already split with its keys needs no split here; one that is only a shard of the
     // guidance branches (the batch, over cfg) still holds every key.
     for (const auto& [length, edit] : ShardOf(n, mask)) {
@@ -383,18 +400,6 @@ class LocalSizes {
     const TensorMeta* meta = p_.FindTensor(mask);
     if (meta == nullptr || meta->sizes.empty()) return;
     const std::string module = ModuleOf(p_, n);
-    // Ring and Ulysses move keys, not queries: a mask over (query, key) pairs (HunyuanVideo's
-    // text refiner: its text mask as rows and columns) has no per-key layout. A mask expanded
-    // from one row (LTX per head) is one row per key, as the runtime checks by value.
-    if (meta->sizes.size() == 4 && (meta->sizes[2].symbolic || meta->sizes[2].value != 1) && !ExpandedFromOneRow(mask)) {
-      const plan::ProgramEdit& attention = edits_.edits[site];
-      throw PlanEditError(EditCheck::kMaskNotLaidOutWithKeys, attention.origin,
-                          where_ + ": the mask `" + mask + "` of context-parallel attention `" + n.name + "` (module `" +
-                              module + "`" + RuleAt(attention.origin) +
-                              ") varies along the queries as well as the keys; ring and Ulysses attention take a mask "
-                              "over the keys only (B, 1, 1, keys): leave this attention local",
-                          n.name, module);
-    }
     if (!split_masks_.insert(mask + "\n" + module).second) return;
     const int64_t dim = static_cast<int64_t>(meta->sizes.size()) - 1;
     const std::string keys = canonical_.Of(meta->sizes.back());

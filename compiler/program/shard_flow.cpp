@@ -1005,6 +1005,13 @@ class ShardFlow {
     const Sharding* sq = Find(q);
     const Sharding* sk = Find(k);
     const Sharding* sv = Find(v);
+    // A (B, H, queries, keys) mask split along its queries: ring and Ulysses move keys, and
+    // take a mask over the keys only.
+    const std::string mask = TensorArg(n, "attn_mask");
+    if (const Sharding* sm = mask.empty() ? nullptr : Find(mask); sm != nullptr && Rank(mask) == 4 && sm->dim == 2) {
+      Refuse(EditCheck::kMaskNotLaidOutWithKeys, n, mask, *sm,
+             "its mask is split along the queries; context-parallel attention takes a mask over the keys only");
+    }
     for (const auto& [name, s] : {std::pair{q, sq}, std::pair{k, sk}, std::pair{v, sv}}) {
       if (s != nullptr && s->dim != 2) {
         Refuse(EditCheck::kTpReducesShardedDim, n, name, *s, "attention mixes along the split dim (not its sequence)");

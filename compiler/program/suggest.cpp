@@ -582,7 +582,29 @@ class Suggester {
         for (const Reached& r : it->second) last_attention[r.source] = std::max(last_attention[r.source], x.node);
       }
     }
+    // A stream joined into another before any attention (its reach recorded under the other's
+    // source) may be split up to the last attention of all.
+    size_t last_of_all = 0;
+    for (size_t a : last_attention) last_of_all = std::max(last_of_all, a);
+    for (size_t& a : last_attention) {
+      if (a == 0) a = last_of_all;
+    }
+    // A value counts for the source it was reached from, and for every source of the same
+    // stream (the same length): once streams are joined and parted again, the part is reached
+    // from whichever joined first (CogView3Plus's image tokens after the embedding's concat).
+    std::vector<std::string> stream_of(s_.sources.size());
+    for (size_t i = 0; i < s_.sources.size(); ++i) {
+      stream_of[i] = DimKey(source_value_[i], s_.sources[i].at.front().dim);
+    }
+    std::vector<std::tuple<std::string, int64_t, size_t>> candidates;
     for (const auto& [v, dim, source] : reach_order_) {
+      candidates.emplace_back(v, dim, source);
+      const std::string key = DimKey(v, dim);
+      for (size_t i = 0; i < s_.sources.size(); ++i) {
+        if (i != source && stream_of[i] == key && stream_of[source] != key) candidates.emplace_back(v, dim, i);
+      }
+    }
+    for (const auto& [v, dim, source] : candidates) {
       if (v == source_value_[source]) continue;
       auto made = producer_.find(v);
       if (made != producer_.end() && made->second >= last_attention[source]) continue;

@@ -8,6 +8,13 @@ set -eu
 weft=$1 run=$2 dir=$3 out=$4
 mkdir -p "$out"
 "$weft" suggest --program "$dir/program.pt2" -o "$out/plan.weft"
+# Every class here splits its sequence: a plan without context_parallel rules would make the
+# ulysses and ring runs below the unsharded one.
+if ! grep -q '^context_parallel' "$out/plan.weft"; then
+  echo "$(basename "$dir"): the suggested plan has no context_parallel section:"
+  cat "$out/plan.weft"
+  exit 1
+fi
 set -- "ulysses=2" "ring=2 --rotate p2p"
 grep -q '^tensor_parallel' "$out/plan.weft" && set -- "$@" "tp=2"
 for mesh in "$@"; do

@@ -307,15 +307,25 @@ def main():
     else:
         planned = res.status("plan") == "ok"
 
-    has_tp = False
+    has_tp = has_cp = False
+    cp_why = ""
     if planned:
         with open(plan) as f:
-            has_tp = "tensor_parallel" in f.read()
+            text = f.read()
+        has_tp = "\ntensor_parallel {" in text
+        has_cp = "\ncontext_parallel {" in text
+        # The plan's header says why the checks left no split (its first note).
+        notes = [ln[2:] for ln in text.splitlines() if ln.startswith("# ")][2:]
+        cp_why = notes[0][:160] if notes else ""
     plan_fp = file_id(plan) if planned else None
     for step, mesh in MESHES.items():
         fp = fingerprint(step, prog_fp, plan_fp, file_id(WEFT_RUN), file_id(ref))
         if step == "tp2" and planned and not has_tp:
             res.set(step, fp, "skip", "the plan has no tensor_parallel rules")
+            continue
+        # Without context_parallel rules a ulysses or ring run is the unsharded one: not a pass.
+        if step in ("u2", "r2") and planned and not has_cp:
+            res.set(step, fp, "skip", "the plan has no context_parallel rules" + (" (" + cp_why + " ...)" if cp_why else ""))
             continue
         tool_step(step, fp, run_base + ["--plan", plan, "--nproc", "2"] + mesh, needs=planned)
     res.data["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
