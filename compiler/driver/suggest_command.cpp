@@ -56,6 +56,9 @@ std::string Reason(const diag::Diagnostic& d, const std::string& program) {
 
 struct CheckResult {
   std::vector<diag::Diagnostic> errors;
+  // Lengths a mesh does not divide at some workload (Flux.1-dev's 1008x1008: 3969 image tokens):
+  // a mode of the run (--ulysses-anything, --ring-anything), not a fault of the plan.
+  std::vector<std::string> uneven;
   std::vector<std::string> combination;  // parallel: mesh x workload of each error
   size_t combinations = 0;
   // The first error as the lowering threw it, when it did: the whole value it met, if any.
@@ -113,6 +116,11 @@ CheckResult Check(const std::string& plan_name, const std::string& text, const p
     }
     for (diag::Diagnostic& d : collected.Take()) {
       if (d.level != diag::Level::kError) continue;
+      if (d.messages[0].kind == diag::Kind::kSplitNotDivisible) {
+        const std::string at = in.meshes[c.mesh].ToString() + " x " + c.workload;
+        if (std::find(result.uneven.begin(), result.uneven.end(), at) == result.uneven.end()) result.uneven.push_back(at);
+        continue;
+      }
       result.errors.push_back(std::move(d));
       result.combination.push_back(in.meshes[c.mesh].ToString() + " x " + c.workload);
     }
@@ -322,6 +330,12 @@ int RunSuggest(const SuggestOptions& o) {
     checked = now;
     if (last.errors.empty()) break;
     if (!Repair(s, rules, *p, last)) break;
+  }
+  if (!last.uneven.empty()) {
+    std::string at;
+    for (const std::string& u : last.uneven) at += (at.empty() ? "" : ", ") + u;
+    s.notes.push_back("lengths the mesh does not divide at " + at +
+                      ": run those with --ulysses-anything or --ring-anything (uneven shards)");
   }
   // The attention rules set aside: each back in, kept if the plan stays clean.
   if (last.errors.empty()) {

@@ -19,4 +19,5 @@ fi
 set -- --mesh ulysses=2 --mesh ring=2
 grep -q '^tensor_parallel' "$expected" && set -- "$@" --mesh tp=2
 grep -q '^guidance_parallel' "$expected" && set -- "$@" --mesh cfg=2
-"$weft" check "$expected" --program "$program" "$@"
+# Uneven lengths at some workload are a mode of the run, as suggest checks them.
+"$weft" check "$expected" --program "$program" --ulysses-anything --ring-anything "$@"

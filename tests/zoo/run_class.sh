@@ -15,7 +15,7 @@ if ! grep -q '^context_parallel' "$out/plan.weft"; then
   cat "$out/plan.weft"
   exit 1
 fi
-set -- "ulysses=2" "ring=2 --rotate p2p"
+set -- "ulysses=2 --ulysses-anything" "ring=2 --rotate p2p --ring-anything"
 grep -q '^tensor_parallel' "$out/plan.weft" && set -- "$@" "tp=2"
 for mesh in "$@"; do
   # shellcheck disable=SC2086
