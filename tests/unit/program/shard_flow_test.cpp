@@ -177,9 +177,9 @@ TEST(ShardFlow, SplitNeverGathered) {
 }
 
 TEST(ShardFlow, LocalAttentionOverSplitKeys) {
-  // q, k, v = x viewed as (1, 1, 2, 8): split keys, no context-parallel attention edit.
+  // q, k, v = x viewed as (1, 1, -1, 8): split keys, no context-parallel attention edit.
   Builder b;
-  b.Add("q", "view.default", {In("self", Tensor("x")), In("size", Ints({1, 1, 2, 8}))}, {1, 1, 2, 8});
+  b.Add("q", "view.default", {In("self", Tensor("x")), In("size", Ints({1, 1, -1, 8}))}, {1, 1, 2, 8});
   b.Add("o", "scaled_dot_product_attention.default",
         {In("query", Tensor("q")), In("key", Tensor("q")), In("value", Tensor("q"))}, {1, 1, 2, 8});
   b.Output("o");
