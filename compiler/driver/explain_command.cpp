@@ -2,9 +2,16 @@
 // compiled plan does per module (identical list items folded into `{a..b}` rows): what is
 // split or gathered, how attention runs, how weights are sharded, which collectives run and
 // how many bytes each rank sends; then the totals per axis and the memory per rank.
+//
+// With `--machine PROFILE` (and a --program), the predicted time and memory per rank on that
+// machine follow (compiler/cost/predict.h). `--mesh auto --nproc N --machine PROFILE` weighs every
+// mesh of N ranks instead (compiler/cost/mesh_search.h): a ranking by predicted time with its
+// terms, the meshes over --memory-per-rank marked, and why the plan refuses the others.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <iomanip>
+#include <limits>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -12,6 +19,8 @@
 #include <unordered_set>
 
 #include "compiler/compile.h"
+#include "compiler/cost/mesh_search.h"
+#include "compiler/cost/predict.h"
 #include "compiler/diag/consumer.h"
 #include "compiler/driver/commands.h"
 #include "compiler/driver/compile_inputs.h"
@@ -154,7 +163,221 @@ void Explain(const plan::ExecutionPlan& p, const model::ModelGraph& graph, std::
   }
 }
 
-int RunExplain(const CompileOptions& o) {
+struct ExplainOptions {
+  CompileOptions compile;
+  std::string machine;          // --machine: a weft.machine/1 profile
+  int nproc = 0;                // --nproc: the ranks --mesh auto weighs
+  int64_t memory_per_rank = 0;  // --memory-per-rank BYTES
+  int show = 8;                 // --top: ranked meshes shown
+};
+
+std::string Ms(double s) { return cost::FormatSeconds(s); }
+
+// The prediction's terms, one line.
+std::string Terms(const cost::Prediction& p) {
+  std::ostringstream o;
+  o << "matmul " << Ms(p.matmul_s) << ", attention " << Ms(p.attention_s) << ", memory-bound " << Ms(p.memory_s)
+    << ", overhead " << Ms(p.overhead_s) << " (" << p.nodes << " nodes), collectives " << Ms(p.comm_s);
+  if (p.hidden_comm_s > 0) o << " (+" << Ms(p.hidden_comm_s) << " hidden)";
+  return o.str();
+}
+
+std::string MemoryTerms(const cost::Prediction& p) {
+  return "base " + plan::FormatBytes(p.base_bytes) + ", groups " + plan::FormatBytes(p.group_bytes) + ", parameters " +
+         plan::FormatBytes(p.param_bytes) +
+         (p.weight_buffer_bytes ? ", gather buffers " + plan::FormatBytes(p.weight_buffer_bytes) : std::string()) +
+         ", activations " + plan::FormatBytes(p.activation_bytes);
+}
+
+void PrintPrediction(const cost::Prediction& p, const std::string& machine, std::ostream& out) {
+  out << "predicted on " << machine << ": " << Ms(p.latency_s) << " per forward, " << plan::FormatBytes(p.peak_bytes)
+      << " peak per rank (" << p.threads << " thread" << (p.threads == 1 ? "" : "s") << " per rank)\n"
+      << "  time: " << Terms(p) << "\n  memory: " << MemoryTerms(p) << "\n";
+  for (const std::string& n : p.notes) out << "  note: " << n << "\n";
+}
+
+// The machine profile, its warnings on stderr; exits through the caller on failure.
+std::optional<cost::MachineProfile> LoadMachine(const std::string& file) {
+  std::vector<std::string> warnings;
+  try {
+    cost::MachineProfile m = cost::ReadMachineProfile(file, "", &warnings);
+    for (const std::string& w : warnings) std::cerr << "weft explain: warning: " << w << "\n";
+    return m;
+  } catch (const std::exception& e) {
+    std::cerr << "weft explain: " << e.what() << "\n";
+    return std::nullopt;
+  }
+}
+
+std::string MachineName(const cost::MachineProfile& m, const std::string& file) {
+  return file + " (" + m.device + (m.measured ? "" : ", published figures, not measured") + ")";
+}
+
+// The refused candidates, one line per mesh and reason (its rotations and weight slicings mostly
+// share the mesh's reason).
+void PrintRefusals(const std::vector<cost::Candidate>& all) {
+  std::vector<std::pair<std::string, std::string>> seen;
+  for (const cost::Candidate& k : all) {
+    if (k.prediction) continue;
+    const std::pair<std::string, std::string> key{k.mesh_arg, k.refusal};
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+    seen.push_back(key);
+    std::cout << "  " << k.mesh_arg << ": " << k.refusal << "\n";
+  }
+}
+
+int RunAuto(const ExplainOptions& eo) {
+  const CompileOptions& o0 = eo.compile;
+  if (eo.nproc <= 0) {
+    std::cerr << "weft explain: --mesh auto needs --nproc N (the ranks to weigh meshes for)\n";
+    return 2;
+  }
+  if (eo.machine.empty()) {
+    std::cerr << "weft explain: --mesh auto needs --machine PROFILE (`weft-run --calibrate -o PROFILE` measures "
+                 "this machine; tools/machine_profiles/ has published ones)\n";
+    return 2;
+  }
+  if (o0.programs.size() != 1 || !o0.graphs.empty()) {
+    std::cerr << "weft explain: --mesh auto predicts on a program: give one --program M.pt2\n";
+    return 2;
+  }
+  std::optional<cost::MachineProfile> machine = LoadMachine(eo.machine);
+  if (!machine) return 2;
+  CompileOptions o = o0;
+  o.meshes = {"ulysses=1"};  // loads the plan and program; the search makes the meshes
+  diag::TextRenderer renderer(std::cerr);
+  diag::SortingConsumer sorted(renderer);
+  Inputs in;
+  diag::Emitter diags(in.sources, sorted, o.max_errors);
+  if (int rc = LoadInputs(o, in, diags, "explain")) {
+    sorted.Flush();
+    return rc;
+  }
+  if (in.plans_without_graph > 0 || in.combinations.empty()) {
+    sorted.Flush();
+    return 2;
+  }
+  sorted.Flush();
+  int status = 0;
+  bool first = true;
+  for (const Combination& c : in.combinations) {
+    const program::Program& prog = *in.programs[c.graph];
+    auto search = [&](int nproc) {
+      cost::SearchRequest r;
+      r.ast = &*in.plans[c.plan];
+      r.sources = &in.sources;
+      r.plan_file = in.plan_files[c.plan];
+      r.graph = &in.graphs[c.graph];
+      r.program = &prog;
+      r.program_file = in.graph_files[c.graph];
+      r.workload = c.workload;
+      r.nproc = nproc;
+      r.flags = in.meshes[c.mesh];
+      r.activation_bytes = prog.manifest && prog.manifest->dtype == "bf16" ? 2 : 4;
+      r.memory_per_rank = eo.memory_per_rank;
+      r.machine = *machine;
+      return cost::SearchMeshes(r, 0);
+    };
+    const std::vector<cost::Candidate> all = search(eo.nproc);
+    if (!first) std::cout << "\n";
+    first = false;
+    std::cout << "plan " << in.plan_files[c.plan] << " on " << in.graph_files[c.graph] << ", workload " << c.workload
+              << ", " << eo.nproc << " rank" << (eo.nproc == 1 ? "" : "s") << "\nmachine " << MachineName(*machine, eo.machine)
+              << "\n";
+    size_t predicted = 0, fits = 0;
+    for (const cost::Candidate& k : all) {
+      if (k.prediction) ++predicted;
+      if (k.prediction && !k.over_memory) ++fits;
+    }
+    if (predicted == 0) {
+      status = 1;
+      std::cout << "no mesh of " << eo.nproc << " ranks admits the plan:\n";
+      PrintRefusals(all);
+      // The nearest world sizes that admit one.
+      for (int delta = 1; delta <= eo.nproc + 8; ++delta) {
+        std::vector<std::string> near;
+        for (int n : {eo.nproc - delta, eo.nproc + delta}) {
+          if (n < 1) continue;
+          for (const cost::Candidate& k : search(n)) {
+            if (k.prediction) near.push_back(k.text + " (" + std::to_string(n) + " ranks, " + Ms(k.prediction->latency_s) + ")");
+            if (near.size() >= 4) break;
+          }
+        }
+        if (!near.empty()) {
+          std::cout << "nearest legal meshes:";
+          for (const std::string& n : near) std::cout << "\n  " << n;
+          std::cout << "\n";
+          break;
+        }
+      }
+      continue;
+    }
+    if (fits == 0) {
+      status = 1;
+      std::cout << "no mesh of " << eo.nproc << " ranks fits in " << plan::FormatBytes(eo.memory_per_rank)
+                << " per rank; what each needs:\n";
+      std::vector<const cost::Candidate*> by_memory;
+      for (const cost::Candidate& k : all) {
+        if (k.prediction) by_memory.push_back(&k);
+      }
+      std::stable_sort(by_memory.begin(), by_memory.end(), [](const cost::Candidate* a, const cost::Candidate* b) {
+        return a->prediction->peak_bytes < b->prediction->peak_bytes;
+      });
+      for (const cost::Candidate* k : by_memory) {
+        std::cout << "  " << k->text << ": " << plan::FormatBytes(k->prediction->peak_bytes) << " ("
+                  << MemoryTerms(*k->prediction) << ")\n";
+      }
+      continue;
+    }
+    std::cout << "\n" << std::left << std::setw(5) << "#" << std::setw(48) << "mesh" << std::right << std::setw(11)
+              << "predicted" << std::setw(11) << "compute" << std::setw(12) << "collectives" << std::setw(12)
+              << "peak/rank" << "\n";
+    int shown = 0;
+    for (const cost::Candidate& k : all) {
+      if (!k.prediction || shown >= eo.show) continue;
+      const cost::Prediction& p = *k.prediction;
+      ++shown;
+      std::cout << std::left << std::setw(5) << shown << std::setw(48) << (k.text + (k.over_memory ? " (over memory)" : ""))
+                << std::right << std::setw(11) << Ms(p.latency_s) << std::setw(11)
+                << Ms(p.latency_s - p.comm_s) << std::setw(12) << Ms(p.comm_s) << std::setw(12)
+                << plan::FormatBytes(p.peak_bytes) << "\n";
+    }
+    if (predicted > static_cast<size_t>(shown)) std::cout << "(" << predicted - shown << " more; --top N shows them)\n";
+    std::cout << "\nthe pick: --mesh " << all[0].mesh_arg;
+    if (all[0].mesh.Ring() > 1) std::cout << " --rotate " << plan::RotateMethodName(all[0].mesh.rotate_method);
+    if (!all[0].mesh.weight_axes.empty()) {
+      std::string axes;
+      for (const std::string& a : all[0].mesh.weight_axes) axes += (axes.empty() ? "" : ",") + a;
+      std::cout << " --shard-weights " << axes;
+    }
+    std::cout << "\n";
+    for (int i = 0; i < std::min(3, shown); ++i) {
+      std::cout << "  " << all[static_cast<size_t>(i)].text << ": " << Terms(*all[static_cast<size_t>(i)].prediction) << "\n";
+    }
+    size_t refused = 0;
+    for (const cost::Candidate& k : all) refused += k.prediction ? 0 : 1;
+    if (refused > 0) {
+      std::cout << "refused by the plan (" << refused << "):\n";
+      PrintRefusals(all);
+    }
+  }
+  return status;
+}
+
+int RunExplain(const ExplainOptions& eo) {
+  const CompileOptions& o = eo.compile;
+  if (std::find(o.meshes.begin(), o.meshes.end(), "auto") != o.meshes.end()) {
+    if (o.meshes.size() != 1) {
+      std::cerr << "weft explain: --mesh auto weighs every mesh; give no other --mesh with it\n";
+      return 2;
+    }
+    return RunAuto(eo);
+  }
+  std::optional<cost::MachineProfile> machine;
+  if (!eo.machine.empty()) {
+    machine = LoadMachine(eo.machine);
+    if (!machine) return 2;
+  }
   diag::TextRenderer renderer(std::cerr);
   diag::SortingConsumer sorted(renderer);
   Inputs in;
@@ -182,6 +405,23 @@ int RunExplain(const CompileOptions& o) {
     if (!first) std::cout << "\n";
     first = false;
     Explain(*plan, in.graphs[c.graph], std::cout);
+    if (machine) {
+      if (in.programs[c.graph] == nullptr) {
+        std::cerr << "weft explain: --machine predicts on a program: give --program M.pt2 (a graph has no nodes to "
+                     "price)\n";
+        failed = true;
+        continue;
+      }
+      try {
+        cost::PredictOptions po;
+        po.workload = c.workload;
+        PrintPrediction(cost::Predict(*in.programs[c.graph], &*plan, *machine, po), MachineName(*machine, eo.machine),
+                        std::cout);
+      } catch (const std::exception& e) {
+        std::cerr << "weft explain: cannot predict: " << e.what() << "\n";
+        failed = true;
+      }
+    }
   }
   sorted.Flush();
   return failed ? 1 : 0;
@@ -190,9 +430,18 @@ int RunExplain(const CompileOptions& o) {
 }  // namespace
 
 Command MakeExplainCommand(CLI::App& weft) {
-  auto options = std::make_shared<CompileOptions>();
+  auto options = std::make_shared<ExplainOptions>();
   CLI::App* app = weft.add_subcommand("explain", "Show per module what a compiled plan does and what it costs");
-  AddCompileOptions(app, *options, /*many=*/false);
+  AddCompileOptions(app, options->compile, /*many=*/false);
+  app->add_option("--machine", options->machine, "A machine profile (weft.machine/1: `weft-run --calibrate -o FILE`, "
+                                                 "or tools/machine_profiles/): predict time and memory per rank on it");
+  app->add_option("--nproc", options->nproc, "With --mesh auto: the ranks to weigh every mesh for")
+      ->check(CLI::Range(1, 4096));
+  app->add_option("--memory-per-rank", options->memory_per_rank,
+                  "With --mesh auto: drop meshes whose predicted peak per rank exceeds BYTES")
+      ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
+  app->add_option("--top", options->show, "With --mesh auto: how many ranked meshes to show (default 8)")
+      ->check(CLI::Range(1, 1000));
   return Command{app, [options] { return RunExplain(*options); }};
 }
 

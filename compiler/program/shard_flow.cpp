@@ -103,6 +103,10 @@ class ShardFlow {
       : axis_(axis), plan_(plan), p_(p), in_(in), out_(out), tp_(plan.mesh.Tp()),
         where_(p.Where()) {}
 
+  // Records in `record` each node that reads or writes a shard on this walk's axis (its bit:
+  // kShardTp, kShardCp, kShardCfg), for ShardedNodes.
+  void RecordInto(std::unordered_map<std::string, uint8_t>* record) { record_ = record; }
+
   void Run() {
     if (axis_ == Axis::kTp) {
       if (tp_ <= 1) return;
@@ -115,7 +119,9 @@ class ShardFlow {
     }
     for (const Node& n : p_.nodes) {
       current_ = &n;
+      const bool reads = record_ != nullptr && ReadsShard(n);
       Visit(n);
+      if (record_ != nullptr && (reads || WritesShard(n))) (*record_)[n.name] |= RecordBit();
       if (!Tp()) AfterProducer(n);
     }
     current_ = nullptr;
@@ -137,6 +143,23 @@ class ShardFlow {
 
  private:
   bool Tp() const { return axis_ == Axis::kTp; }
+  uint8_t RecordBit() const { return axis_ == Axis::kTp ? kShardTp : axis_ == Axis::kCp ? kShardCp : kShardCfg; }
+  bool ReadsShard(const Node& n) const {
+    for (const NamedArgument& a : n.inputs) {
+      for (const std::string& v : a.arg.TensorNames()) {
+        if (Find(v) != nullptr) return true;
+      }
+    }
+    return false;
+  }
+  bool WritesShard(const Node& n) const {
+    for (const Argument& o : n.outputs) {
+      for (const std::string& v : o.TensorNames()) {
+        if (Find(v) != nullptr) return true;
+      }
+    }
+    return false;
+  }
   // The group of the splits and gathers this walk follows.
   std::string_view Group() const { return axis_ == Axis::kCfg ? plan::kCfgAxis : plan::kCpGroup; }
 
@@ -1118,6 +1141,7 @@ class ShardFlow {
   const std::string where_;
   std::vector<Rule> rules_;
   std::unordered_map<std::string, Sharding> sharded_;
+  std::unordered_map<std::string, uint8_t>* record_ = nullptr;
   const Node* current_ = nullptr;  // the node being visited
   // Context parallelism (CollectSplits).
   std::vector<Scoped> scoped_;                        // splits of a module argument
@@ -1140,6 +1164,17 @@ void AddTensorParallelEdits(const plan::ExecutionPlan& plan, const Program& prog
 void CheckSplitDataflow(const plan::ExecutionPlan& plan, const Program& program, const plan::ProgramEdits& edits) {
   ShardFlow(ShardFlow::Axis::kCp, plan, program, edits, nullptr).Run();
   ShardFlow(ShardFlow::Axis::kCfg, plan, program, edits, nullptr).Run();
+}
+
+std::unordered_map<std::string, uint8_t> ShardedNodes(const plan::ExecutionPlan& plan, const Program& program,
+                                                     const plan::ProgramEdits& edits) {
+  std::unordered_map<std::string, uint8_t> record;
+  for (ShardFlow::Axis axis : {ShardFlow::Axis::kTp, ShardFlow::Axis::kCp, ShardFlow::Axis::kCfg}) {
+    ShardFlow walk(axis, plan, program, edits, nullptr);
+    walk.RecordInto(&record);
+    walk.Run();
+  }
+  return record;
 }
 
 }  // namespace weft::program

@@ -34,6 +34,10 @@
 // whose input is not sharded as its weight is, an operator the rewrite does not know, a sharded
 // value reaching the program's output, a gather of a value no split reaches.
 
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
 #include "compiler/plan/execution_plan.h"
 #include "compiler/program/program.h"
 
@@ -46,5 +50,13 @@ void AddTensorParallelEdits(const plan::ExecutionPlan& plan, const Program& prog
 // Follows the context-parallel splits and the splits of guidance branches of `edits` (the plan's, with every local-size edit made)
 // to their gathers. Throws PlanEditError as described above.
 void CheckSplitDataflow(const plan::ExecutionPlan& plan, const Program& program, const plan::ProgramEdits& edits);
+
+// The nodes that compute on shards, each with the axes it is sharded over (kShardTp | kShardCp |
+// kShardCfg): a node reading or writing a shard does 1/degree of the whole node's work there
+// (the cost model, compiler/cost/predict.h, divides by it). `edits` are the plan's final edits
+// (plan.program, after LowerToProgram); the walks only check and record. Throws as the checks.
+inline constexpr uint8_t kShardTp = 1, kShardCp = 2, kShardCfg = 4;
+std::unordered_map<std::string, uint8_t> ShardedNodes(const plan::ExecutionPlan& plan, const Program& program,
+                                                     const plan::ProgramEdits& edits);
 
 }  // namespace weft::program
