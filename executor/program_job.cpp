@@ -2,6 +2,7 @@
 #include "compiler/source/output_file.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 #include <nlohmann/json.hpp>
 #include <sys/resource.h>
@@ -16,6 +17,8 @@
 #include <iostream>
 #include <map>
 
+#include "compiler/cost/machine_profile.h"
+#include "compiler/cost/predict.h"
 #include "compiler/plan/plan_json.h"
 #include "compiler/program/archive.h"
 #include "compiler/program/edits.h"
@@ -210,29 +213,6 @@ std::vector<at::Tensor> Forward(interp::ProgramModel& model, const nn::Args& arg
   return out;
 }
 
-// The plan of a program's class in plans/: the first whose `plan NAME for CLASS` names it.
-std::string PlanFileForClass(const std::string& cls) {
-  const std::string dir = DataDir() + "/plans";
-  std::vector<std::string> files;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    if (e.path().extension() == ".weft") files.push_back(e.path().string());
-  }
-  std::sort(files.begin(), files.end());
-  const std::regex header(R"(^\s*plan\s+\S+\s+for\s+(\S+))");
-  for (const std::string& f : files) {
-    std::ifstream in(f);
-    std::string line;
-    while (std::getline(in, line)) {
-      std::smatch m;
-      if (std::regex_search(line, m, header)) {
-        if (m[1] == cls) return f;
-        break;
-      }
-    }
-  }
-  return "";
-}
 
 std::vector<program::InputDesc> Describe(const program::Program& p, const Inputs& in) {
   std::vector<program::InputDesc> out;
@@ -306,6 +286,29 @@ plan::ExecutionPlan ProgramPlan(const ProgramJobOptions& o, const program::Progr
 }
 
 }  // namespace
+
+std::string PlanFileForClass(const std::string& cls) {
+  const std::string dir = DataDir() + "/plans";
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().extension() == ".weft") files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  const std::regex header(R"(^\s*plan\s+\S+\s+for\s+(\S+))");
+  for (const std::string& f : files) {
+    std::ifstream in(f);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::smatch m;
+      if (std::regex_search(line, m, header)) {
+        if (m[1] == cls) return f;
+        break;
+      }
+    }
+  }
+  return "";
+}
 
 int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
   const bool leader = ctx.rank() == 0;
@@ -533,6 +536,28 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
     report["predicted_bytes_per_forward"] = plan->cost.bytes;
     report["workload"] = plan->workload.name;
   }
+  if (!o.machine.empty()) {
+    // What the cost model predicted for this very run (its mesh, inputs, threads and ranks per
+    // host), for comparing with the latency and peak RSS above.
+    std::vector<std::string> warnings;
+    const cost::MachineProfile machine = cost::ReadMachineProfile(o.machine, o.device.is_cuda() ? "cuda" : "cpu", &warnings);
+    cost::PredictOptions po;
+    po.ranks_per_host = ctx.world().local_world_size;
+    po.threads = at::get_num_threads();
+    po.transport = o.device.is_cuda() ? "nccl" : o.cpu_transport;
+    po.inputs = Describe(*program, in);
+    const cost::Prediction p = cost::Predict(*program, plan ? &*plan : nullptr, machine, po);
+    report["machine"] = o.machine;
+    report["predicted_latency_ms"] = p.latency_s * 1e3;
+    report["predicted_peak_bytes_per_rank"] = p.peak_bytes;
+    report["predicted"] = {{"matmul_ms", p.matmul_s * 1e3},       {"attention_ms", p.attention_s * 1e3},
+                           {"memory_ms", p.memory_s * 1e3},       {"overhead_ms", p.overhead_s * 1e3},
+                           {"collectives_ms", p.comm_s * 1e3},    {"hidden_collectives_ms", p.hidden_comm_s * 1e3},
+                           {"nodes", p.nodes},                    {"threads", p.threads},
+                           {"base_bytes", p.base_bytes},          {"group_bytes", p.group_bytes},
+                           {"parameter_bytes", p.param_bytes},    {"weight_buffer_bytes", p.weight_buffer_bytes},
+                           {"activation_bytes", p.activation_bytes}, {"notes", p.notes}, {"warnings", warnings}};
+  }
   if (o.device.is_cuda()) report["peak_cuda_allocated_bytes"] = PeakDeviceBytes(o.device);
   int status = 0;
   if (o.check) {
@@ -612,6 +637,15 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
                  edited->nodes.size(), model->interpreter().num_nodes(), model->interpreter().fast_nodes(),
                  model->interpreter().row_slice_moves(), plan ? (" on " + plan->mesh.ToString()).c_str() : "", Ms(t0, t_loaded), Median(latencies), latencies.size());
     if (plan) std::fprintf(stderr, "%s", one_forward.Report().c_str());
+    if (report.contains("predicted_latency_ms")) {
+      // The cost model against this run (median latency; rank 0's peak RSS).
+      const double predicted = report["predicted_latency_ms"].get<double>(), measured = Median(latencies);
+      const double peak_p = report["predicted_peak_bytes_per_rank"].get<double>();
+      const double peak_m = static_cast<double>(PeakRssBytes());
+      std::fprintf(stderr, "weft-run: predicted %.2f ms per forward on %s, measured %.2f ms (%+.1f%%); peak RSS "
+                   "predicted %.1f MB, measured %.1f MB (%+.1f%%)\n", predicted, o.machine.c_str(), measured,
+                   100 * (predicted - measured) / measured, peak_p / 1e6, peak_m / 1e6, 100 * (peak_p - peak_m) / peak_m);
+    }
   }
   return status;
 }

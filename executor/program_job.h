@@ -48,10 +48,18 @@ struct ProgramJobOptions {
   std::string profile_ops;
   std::string report;
   bool progress = true;
+  // A machine profile (weft.machine/1): the report gains the cost model's prediction for this run
+  // (compiler/cost/predict.h) next to what it measured.
+  std::string machine;
+  std::string cpu_transport = "shm";  // how the prediction prices CPU collectives
 };
 
 // Runs the job; returns the exit status (0, or 1 when --check failed). Throws ProgramError /
 // std::runtime_error naming the file, argument or key on bad input, before anything runs.
 int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& options);
+
+// The plan of a program's class in plans/ (of DataDir()): the first whose `plan NAME for CLASS`
+// names it; "" when none does.
+std::string PlanFileForClass(const std::string& cls);
 
 }  // namespace weft::exec

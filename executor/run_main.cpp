@@ -9,6 +9,7 @@
 //   weft-run --compiled plan.json --weights w.safetensors --inputs in.safetensors --output out.safetensors
 //   weft-run --smoke --nproc 8 --mesh ring=2,ulysses=2,tp=2   (the distributed smoke job)
 //   torchrun --nproc-per-node 4 --no-python weft-run ...   (joins as the rank torchrun gives it)
+//   weft-run --calibrate -o machine.json   (measures this machine for the cost model)
 //
 // Two modes: when RANK/WORLD_SIZE are set (torchrun, srun wrappers, or our own launcher) the
 // process joins the job as that rank; otherwise it is the launcher and re-executes itself
@@ -18,21 +19,25 @@
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <functional>
+#include <iostream>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 #include <string>
-#include <tuple>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <c10/util/Exception.h>
@@ -47,6 +52,8 @@
 #include "compiler/plan/mesh_spec.h"
 #include "compiler/source/sha256.h"
 #include "executor/allocator_policy.h"
+#include "executor/auto_mesh.h"
+#include "executor/calibrate.h"
 #include "executor/device.h"
 #include "executor/host_memory.h"
 #include "executor/job_identity.h"
@@ -115,6 +122,15 @@ struct RunOptions {
   bool dump_graph = false;
   std::string dump_graph_file;
   std::string model_config;
+  // --calibrate -o FILE [--quick]: a machine profile (executor/calibrate.h); its ranks run the
+  // hidden --calibrate-collectives FILE.
+  bool calibrate = false;
+  std::string calibrate_out;
+  bool quick = false;
+  std::string calibrate_collectives;
+  // --machine FILE: the cost model's profile (the report predicts the run; --mesh auto picks with it).
+  std::string machine;
+  int64_t memory_per_rank = 0;  // --mesh auto: the most a rank may need (0: available / ranks)
 };
 
 std::string VersionText() {
@@ -367,6 +383,8 @@ int RunRank(const RunOptions& o) {
     job.profile_ops = o.profile_ops;
     job.report = o.report;
     job.progress = world.rank == 0;
+    job.machine = o.machine;
+    job.cpu_transport = o.cpu_transport;
     status = exec::RunProgramJob(*ctx, job);
   }
   ctx->Shutdown();
@@ -507,6 +525,105 @@ int RunLauncher(const RunOptions& o, int argc, char** argv) {
   return r.exit_code;
 }
 
+// Why `path` cannot be written ("" when it can): opened for appending, so an existing file is left
+// as it is and one made here is removed again.
+std::string UnwritableReason(const std::string& path) {
+  const bool existed = ::access(path.c_str(), F_OK) == 0;
+  std::FILE* f = std::fopen(path.c_str(), "ab");
+  if (f == nullptr) return std::strerror(errno);
+  std::fclose(f);
+  if (!existed) std::remove(path.c_str());
+  return "";
+}
+
+// --calibrate: no model, no mesh; the launcher measures and starts its own rank jobs.
+int RunCalibrate(const RunOptions& o, const CLI::App& app) {
+  for (const char* conflicting : {"--program", "--smoke", "--mesh", "--model", "--model-dir", "--model-config",
+                                  "--plan", "--compiled", "--dump-graph"}) {
+    if (app.get_option(conflicting)->count() > 0) {
+      throw UsageError(std::string("--calibrate measures this machine and runs no model: not with ") + conflicting);
+    }
+  }
+  if (o.calibrate_out.empty()) throw UsageError("--calibrate needs -o FILE, the machine profile to write");
+  if (dist::LaunchedAsRank()) {
+    throw UsageError("--calibrate starts its own ranks: run it outside torchrun/srun (RANK or WORLD_SIZE is set)");
+  }
+  // Refused now rather than after minutes of measuring.
+  if (const std::string why = UnwritableReason(o.calibrate_out); !why.empty()) {
+    throw UsageError("-o " + o.calibrate_out + ": cannot write it (" + why + ")");
+  }
+  exec::CalibrateOptions c;
+  c.out = o.calibrate_out;
+  c.max_ranks = o.nproc;
+  c.quick = o.quick;
+  c.timeout = CollectiveTimeout(o);
+  return exec::RunCalibration(c, std::cout);
+}
+
+// --mesh auto (launcher only): weighs every mesh of --nproc ranks on the machine profile
+// (executor/auto_mesh.h) -- without --machine, after a quick calibration of this machine, said so --
+// and returns the command line its ranks run: --mesh, --rotate and --shard-weights as picked.
+// Empty after a refusal it printed.
+std::vector<std::string> PickAutoMesh(RunOptions& o, const std::vector<std::string>& argv) {
+  if (o.nproc <= 0) throw UsageError("--mesh auto needs --nproc N: the ranks to weigh every mesh for");
+  if (!o.compiled.empty()) throw UsageError("--mesh auto compiles the plan at every mesh: give --plan, not --compiled");
+  if (o.machine.empty()) {
+    const char* cache = std::getenv("XDG_CACHE_HOME");
+    const char* home = std::getenv("HOME");
+    const std::string dir = cache != nullptr && *cache ? std::string(cache) + "/weft"
+                            : home != nullptr          ? std::string(home) + "/.cache/weft"
+                                                       : std::string("/tmp");
+    std::filesystem::create_directories(dir);
+    o.machine = dir + "/machine-quick-" + dist::HostName() + ".json";
+    if (!std::filesystem::exists(o.machine)) {
+      std::cerr << "weft-run: --mesh auto without --machine: calibrating this machine briefly first (--calibrate "
+                   "--quick -o "
+                << o.machine << "; `weft-run --calibrate -o FILE` measures it fully)\n";
+      exec::CalibrateOptions c;
+      c.out = o.machine;
+      c.max_ranks = o.nproc;
+      c.quick = true;
+      c.timeout = CollectiveTimeout(o);
+      std::ostringstream summary;
+      if (exec::RunCalibration(c, summary) != 0) throw std::runtime_error("the quick calibration failed:\n" + summary.str());
+    } else {
+      std::cerr << "weft-run: --mesh auto without --machine: using " << o.machine << " (a quick calibration of this "
+                << "machine made earlier)\n";
+    }
+  }
+  exec::AutoMeshRequest r;
+  r.program = o.program;
+  r.plan = o.plan;
+  r.workload = o.workload;
+  r.machine = o.machine;
+  r.nproc = o.nproc;
+  r.ulysses_anything = o.ulysses_anything;
+  r.ring_anything = o.ring_anything;
+  r.weight_sharding = o.shard_weights.empty();
+  r.cpu_transport = o.cpu_transport;
+  r.threads = o.threads;
+  r.memory_per_rank = o.memory_per_rank;
+  const exec::AutoMeshPick pick = exec::PickMesh(r, std::cerr);
+  o.mesh = pick.mesh;
+  o.rotate = pick.rotate;
+  if (o.shard_weights.empty()) o.shard_weights = pick.shard_weights;
+  std::vector<std::string> out;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a == "--mesh" || a == "--rotate" || a == "--machine") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--mesh=", 0) == 0 || a.rfind("--rotate=", 0) == 0 || a.rfind("--machine=", 0) == 0) continue;
+    out.push_back(a);
+  }
+  out.insert(out.end(), {"--mesh", o.mesh, "--rotate", o.rotate, "--machine", o.machine});
+  if (!pick.shard_weights.empty() && std::find(out.begin(), out.end(), "--shard-weights") == out.end()) {
+    out.insert(out.end(), {"--shard-weights", pick.shard_weights});
+  }
+  return out;
+}
+
 // The last words of a process: on the error channel of weft-run's launcher when this is one of
 // its ranks (WEFT_ERROR_FD; the launcher prints an error that every rank raised identically once,
 // with the ranks that raised it), else on stderr.
@@ -631,6 +748,20 @@ int main(int argc, char** argv) {
                  "(bench/op_self_time.py sums it per operator)");
   app.add_option("--report", o.report, "`json`: print a JSON report on stdout; or a file to write it to");
   app.add_option("--seed", o.seed, "Seed of random weights and inputs");
+  app.add_option("--machine", o.machine, "A machine profile (weft.machine/1, from --calibrate): the report predicts this "
+                                        "run's latency and peak memory; --mesh auto picks the mesh with it")
+      ->check(CLI::ExistingFile);
+  app.add_option("--memory-per-rank", o.memory_per_rank, "With --mesh auto: the most memory a rank may need "
+                                                         "(default: this machine's available memory / ranks)")
+      ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
+  app.add_flag("--calibrate", o.calibrate,
+               "Measure this machine (matmul, attention, elementwise rates at 1 thread and all cores; every "
+               "collective on shm and Gloo for 2..--nproc local ranks, default min(8, 4 x cores)) and write a "
+               "machine profile (weft.machine/1) for the cost model to -o FILE");
+  app.add_option("-o,--out", o.calibrate_out, "With --calibrate: the machine profile to write");
+  app.add_flag("--quick", o.quick, "With --calibrate: fewer and smaller sizes (seconds, for tests)");
+  // A rank of --calibrate's collective jobs: rank 0 writes its measurements to FILE.
+  app.add_option("--calibrate-collectives", o.calibrate_collectives)->group("");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -662,6 +793,15 @@ int main(int argc, char** argv) {
               << " both name the model to run; give one\n";
     return 2;
   }
+  if (!o.calibrate && !o.calibrate_out.empty()) {
+    std::cerr << "weft-run: -o " << o.calibrate_out << " is the profile --calibrate writes; a model's output "
+              << "goes to --output\n";
+    return 2;
+  }
+  if (o.quick && !o.calibrate && o.calibrate_collectives.empty()) {
+    std::cerr << "weft-run: --quick is a --calibrate option\n";
+    return 2;
+  }
   if (o.device == "cuda") {
 #ifndef WEFT_WITH_CUDA
     std::cerr << "weft-run: --device cuda needs a build with CUDA (-DWEFT_ENABLE_CUDA=ON against a CUDA LibTorch)\n";
@@ -669,9 +809,26 @@ int main(int argc, char** argv) {
 #endif
   }
   try {
+    if (!o.calibrate_collectives.empty()) {
+      if (!dist::LaunchedAsRank()) throw UsageError("--calibrate-collectives is for the ranks --calibrate starts");
+      exec::CollectiveCalibrationOptions c{o.calibrate_collectives, o.cpu_transport, o.quick, CollectiveTimeout(o)};
+      return exec::RunCollectiveCalibrationRank(c);
+    }
+    if (o.calibrate) return RunCalibrate(o, app);
     o.shard_weights = ShardWeights(o);  // once: the launcher's mesh and every rank's read it
     ResolveProgram(o);
-    const int status = o.dump_graph ? DumpGraph(o) : dist::LaunchedAsRank() ? RunRank(o) : RunLauncher(o, argc, argv);
+    std::vector<std::string> args(argv, argv + argc);
+    if (o.mesh == "auto") {
+      if (dist::LaunchedAsRank()) {
+        throw UsageError("--mesh auto is picked by weft-run's own launcher (--nproc N); under torchrun or srun give "
+                         "the mesh (`weft explain PLAN --program M --mesh auto --nproc N --machine F` ranks them)");
+      }
+      args = PickAutoMesh(o, args);
+    }
+    std::vector<char*> arg_ptrs;
+    for (std::string& a : args) arg_ptrs.push_back(a.data());
+    const int status = o.dump_graph ? DumpGraph(o) : dist::LaunchedAsRank() ? RunRank(o)
+                                     : RunLauncher(o, static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
     // A report or graph on a full disk or a closed pipe shows only now: never exit 0 with it lost.
     if (const std::string failure = source::StdoutFailure(); !failure.empty()) {
       ReportError("weft-run: error: cannot write to stdout: " + failure);

@@ -88,8 +88,8 @@ double RateAt(const MachineProfile& m, const std::vector<RatePoint>& points, con
               int threads, int ranks_per_host);
 
 // The fit for `op` on `transport` for a group of `ranks`: the exact group size, else the nearest
-// measured one (alpha and beta scaled to the group's (n - 1) / n); nullptr when the profile has no
-// line for the op on that transport.
+// measured one as it is (the bytes a plan charges already grow with the group); nullopt when the
+// profile has no line for the op on that transport.
 struct CollectiveTime {
   double alpha_s = 0;
   double beta_bytes_per_s = 0;
@@ -99,7 +99,7 @@ std::optional<CollectiveTime> CollectiveAt(const MachineProfile& m, const std::s
                                            int ranks);
 
 // Reads a profile; throws std::runtime_error naming the file and the field on anything malformed,
-// and on another format (`weft.machine/2`: "written by a newer weft"). `warnings` gets the
+// and on another format (`weft.machine/2`: "a profile of another weft version"). `warnings` gets the
 // notes a caller prints (a profile of another kind than `expect_kind` when that is not empty).
 MachineProfile ReadMachineProfile(const std::string& file, const std::string& expect_kind,
                                   std::vector<std::string>* warnings);
