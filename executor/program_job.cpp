@@ -554,6 +554,7 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
                            {"memory_ms", p.memory_s * 1e3},       {"overhead_ms", p.overhead_s * 1e3},
                            {"collectives_ms", p.comm_s * 1e3},    {"hidden_collectives_ms", p.hidden_comm_s * 1e3},
                            {"nodes", p.nodes},                    {"threads", p.threads},
+                           {"collectives", p.collectives},          {"p2p_exchanges", p.p2p_exchanges},
                            {"base_bytes", p.base_bytes},          {"group_bytes", p.group_bytes},
                            {"parameter_bytes", p.param_bytes},    {"weight_buffer_bytes", p.weight_buffer_bytes},
                            {"activation_bytes", p.activation_bytes}, {"notes", p.notes}, {"warnings", warnings}};

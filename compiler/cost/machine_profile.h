@@ -48,7 +48,16 @@ struct CollectiveFit {
 // the error it reports comes from other cases.
 struct Fitted {
   double node_overhead_s = 0;        // interpreter time per program node, beyond its arithmetic
-  double compute_scale = 1;          // measured / modelled arithmetic time of whole runs
+  double compute_scale = 1;          // measured / modelled arithmetic time of one rank alone on its host
+  // The same for ranks that share their host with others: they share its memory bandwidth and
+  // caches too, which the calibration (one rank measuring, the others idle) does not see.
+  double shared_compute_scale = 1;
+  // Time a rank waits in each collective beyond its alpha in a real run: its peers arrive at
+  // different moments (the calibration's ranks do nothing else, so they never keep one waiting).
+  double collective_wait_s = 0;
+  // The same for a point-to-point exchange (the p2p ring's K/V steps): Gloo moves it on threads
+  // of its own, which wait for a core on a busy host.
+  double p2p_wait_s = 0;
   double param_memory_factor = 1;    // resident bytes per parameter byte (packed weight copies)
   double activation_memory_factor = 1;
   double memory_offset_bytes = 0;    // resident bytes a model's rank adds beyond the base (program, interpreter)

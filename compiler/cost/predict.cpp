@@ -89,7 +89,9 @@ Prediction Predict(const program::Program& p, const plan::ExecutionPlan* plan, c
   };
 
   const double overhead = m.fitted ? m.fitted->node_overhead_s : m.op_overhead_s;
-  const double scale = m.fitted ? m.fitted->compute_scale : 1.0;
+  // Ranks whose threads outnumber the cores take turns on them: their dispatch stretches too.
+  const double crowding = std::max(1.0, static_cast<double>(ranks) * r.threads / std::max(1, m.cores));
+  const double scale = !m.fitted ? 1.0 : ranks > 1 ? m.fitted->shared_compute_scale : m.fitted->compute_scale;
 
   // Liveness: storages by id; every tensor value names one.
   struct Storage {
@@ -140,7 +142,7 @@ Prediction Predict(const program::Program& p, const plan::ExecutionPlan* plan, c
     }
     // A CPU rank runs each node's dispatch and its arithmetic one after the other; a GPU's host
     // launches ahead of the device, so a node costs the longer of its launch and its kernel.
-    r.overhead_s += m.kind == "cuda" ? std::max(0.0, overhead - t) : overhead;
+    r.overhead_s += m.kind == "cuda" ? std::max(0.0, overhead - t) : overhead * crowding;
     // Reads extend the lives of the storages they read.
     for (const program::NamedArgument& a : n.inputs) {
       for (const std::string& v : a.arg.TensorNames()) {
@@ -221,8 +223,11 @@ Prediction Predict(const program::Program& p, const plan::ExecutionPlan* plan, c
                                    ") priced from the nearest group size the profile measured";
           if (std::find(r.notes.begin(), r.notes.end(), note) == r.notes.end()) r.notes.push_back(note);
         }
-        const double t = static_cast<double>(s.calls) *
-                         (static_cast<double>(c.count) * fit->alpha_s + static_cast<double>(c.bytes) / fit->beta_bytes_per_s);
+        const double wait = !m.fitted ? 0.0 : op == "send_recv" ? m.fitted->p2p_wait_s : m.fitted->collective_wait_s;
+        if (op == "send_recv") r.p2p_exchanges += s.calls * c.count;
+        const double t = static_cast<double>(s.calls) * (static_cast<double>(c.count) * (fit->alpha_s + wait) +
+                                                         static_cast<double>(c.bytes) / fit->beta_bytes_per_s);
+        r.collectives += s.calls * c.count;
         per_axis[c.axis] += t;
         if (c.axis == "weights") {
           weights_comm += t;

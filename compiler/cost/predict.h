@@ -6,11 +6,13 @@
 // Time is the sum over the program's nodes of
 //     max(flops / matmul or attention rate, bytes / elementwise rate)   (a roofline per node)
 //   + the per-node interpreter overhead (fitted, else the profile's tiny-op dispatch time; on a
-//     GPU only what of it the kernel does not hide: the host launches ahead of the device)
+//     GPU only what of it the kernel does not hide: the host launches ahead of the device; on a
+//     CPU stretched like the arithmetic when the ranks' threads outnumber the cores)
 // with each node's work divided by the degrees of the axes it computes on shards over
 // (program::ShardedNodes: a node reading or writing a tp, cp or cfg shard does 1/degree of it),
 // plus each collective of the plan's cost section, count x alpha + bytes / beta on its group's
-// transport (send_recv always over Gloo on CPUs, as runtime/dist does). Where weft really
+// transport (send_recv always over Gloo on CPUs, as runtime/dist does), plus the fitted wait per
+// collective (peers arriving at different moments, which a calibration cannot see). Where weft really
 // overlaps, the overlap is modelled: the p2p ring's K/V exchange hides behind the attention it
 // feeds, and sliced weights are gathered for the next block while this one computes -- on a GPU
 // fully, on a CPU only as far as cores are left over by the ranks' compute threads (the
@@ -49,6 +51,8 @@ struct Prediction {
   double hidden_comm_s = 0;  // collectives hidden behind compute (p2p ring, weight prefetch)
   std::vector<std::pair<std::string, double>> comm_per_axis;  // as charged, before overlap
   int64_t nodes = 0;
+  int64_t collectives = 0;  // per forward, on groups of more than one rank
+  int64_t p2p_exchanges = 0;  // of them, point-to-point (send_recv) batches
   double flops = 0;  // per rank
   int threads = 1;
   int64_t base_bytes = 0, group_bytes = 0, param_bytes = 0, weight_buffer_bytes = 0, activation_bytes = 0;

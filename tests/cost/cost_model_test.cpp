@@ -200,7 +200,7 @@ TEST(Predict, RanksBeyondTheCoresShareThem) {
   const Prediction shared = Predict(Flux(), &u2, m, crowded);
   EXPECT_NEAR(shared.matmul_s, 2 * alone.matmul_s, 1e-12);
   EXPECT_NEAR(shared.memory_s, 2 * alone.memory_s, 1e-12);
-  EXPECT_DOUBLE_EQ(shared.overhead_s, alone.overhead_s);
+  EXPECT_NEAR(shared.overhead_s, 2 * alone.overhead_s, 1e-12);  // dispatch takes turns on the cores too
 }
 
 TEST(Predict, TensorParallelShardsTheParametersAndAddsAllReduces) {
