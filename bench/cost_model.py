@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """The cost model against measured runs (issue 27 item 3), and its published anchors (item 4).
 
-    .venv/bin/python bench/cost_model.py [--machine FILE] [--workdir DIR] [--iters 3] [--warmup 1]
-                                         [--quick] [--json FILE] [--no-anchors]
+    .venv/bin/python bench/cost_model.py [--machine FILE] [--workdir DIR] [--iters N] [--warmup 2]
+                                         [--repeat 2] [--quick] [--json FILE] [--no-anchors]
 
 1. Calibrates this machine (`weft-run --calibrate --nproc 8 -o DIR/machine.json`) unless --machine
    gives a profile.
-2. Runs the FIT cases (each model unsharded and at ulysses=2) with that profile and
+2. Runs the FIT cases (each model unsharded and at ulysses=2, qwen-image-tiny also at ring=2 p2p
+   and ulysses=4) with that profile and
    `--report json`, which carries weft's own prediction (`predicted` terms) next to the measured
    median latency and peak RSS. Fits the profile's constants by least squares on their
    relative errors, on them alone: a compute scale for a rank alone on its host and one for
@@ -52,10 +53,13 @@ FIT = [
     ("flux-small", "ulysses=2", []),
     ("wan-small", "ulysses=2", []),
     ("qwen-image-tiny", "ulysses=2", []),
-    ("flux-small", "ring=2", ["--rotate", "p2p"]),
+    # The tiny model's forward is its dispatch and its exchanges: what pins the wait per p2p step.
+    ("qwen-image-tiny", "ring=2", ["--rotate", "p2p"]),
+    # ... and, on 4 ranks of this 2-core machine, the wait for a peer that is off its core.
+    ("qwen-image-tiny", "ulysses=4", []),
 ]
 EVAL = [
-    ("flux-small", "ring=2", []),
+    ("flux-small", "ring=2", ["--rotate", "p2p"]),
     ("flux-small", "tp=2", []),
     ("flux-small", "cfg=2", []),
     ("flux-small", "ulysses=4", []),
@@ -63,14 +67,18 @@ EVAL = [
     ("flux-small", "cfg=2,ulysses=2", []),
     ("flux-small", "ulysses=8", []),
     ("wan-small", "ring=2", []),
+    ("wan-small", "tp=2", []),
     ("wan-small", "ulysses=4", []),
     ("wan-small", "cfg=2,ulysses=2", []),
     ("wan-small", "cfg=2,ulysses=4", []),
-    ("qwen-image-tiny", "ring=2", ["--rotate", "p2p"]),
-    ("qwen-image-tiny", "ulysses=4", []),
+    ("qwen-image-tiny", "ring=2", []),
     ("qwen-image-tiny", "cfg=2,ulysses=2", []),
+    ("qwen-image-tiny", "ring=2,ulysses=2", []),
 ]
-QUICK_EVAL = [EVAL[0], EVAL[3], EVAL[7], EVAL[10]]
+# Timed iterations per model (a qwen-image-tiny forward takes milliseconds, a flux:small one a
+# second): each case's latency is the median over its runs' medians.
+ITERS = {"flux-small": 5, "wan-small": 10, "qwen-image-tiny": 60}
+QUICK_EVAL = [EVAL[0], EVAL[3], EVAL[7], EVAL[11]]
 
 ANCHORS = [
     # (label, program, mesh, steps, published, source)
@@ -111,7 +119,18 @@ def ranks_of(mesh):
     return n
 
 
-def run_case(weft_run, model, mesh, extra, machine, iters, warmup, workdir):
+def run_case(weft_run, model, mesh, extra, machine, iters, warmup, workdir, repeat=1):
+    """`repeat` runs of one case; the report of the last with latency_ms.median and the peak RSS
+    replaced by the median over the runs."""
+    reports = [run_once(weft_run, model, mesh, extra, machine, iters or ITERS[model], warmup, workdir)
+               for _ in range(repeat)]
+    last = reports[-1]
+    last["latency_ms"]["median"] = statistics.median(r["latency_ms"]["median"] for r in reports)
+    last["latency_ms"]["runs"] = [r["latency_ms"]["median"] for r in reports]
+    return last
+
+
+def run_once(weft_run, model, mesh, extra, machine, iters, warmup, workdir):
     nproc = ranks_of(mesh) if mesh != "auto" else 4
     cmd = [weft_run, "--model", model, "--nproc", str(nproc), "--iters", str(iters), "--warmup", str(warmup),
            "--report", "json", "--no-prefix", "--machine", machine, "--mesh", mesh] + extra
@@ -175,7 +194,7 @@ def fit_constants(profile, reports):
     """Least squares on relative errors (each case weighted by 1 / measured, so that a 2 ms model
     counts as much as a 1 s one): measured - collectives = scale x arithmetic + overhead x nodes,
     with one scale for a rank alone on its host and one for ranks that share it, and waits per
-    collective and per point-to-point exchange; and
+    collective, per point-to-point exchange and per collective of a crowded host; and
     peak - base - groups - buffers = offset + fp x parameters + fa x activations."""
     rows, rhs, mrows, mrhs = [], [], [], []
     for r in reports:
@@ -186,19 +205,20 @@ def fit_constants(profile, reports):
         # The dispatch of ranks crowding the cores stretches as Predict stretches it.
         crowd = max(1.0, r["world_size"] * p["threads"] / profile["cores"])
         rows.append((0.0 if shared else arithmetic * w, arithmetic * w if shared else 0.0, p["nodes"] * crowd * w,
-                     (p["collectives"] - p["p2p_exchanges"]) * w, p["p2p_exchanges"] * w))
+                     (p["collectives"] - p["p2p_exchanges"]) * w, p["p2p_exchanges"] * w,
+                     p["collectives"] * (crowd - 1) * w))
         rhs.append((r["latency_ms"]["median"] - p["collectives_ms"]) * w)
         peak = max(r["peak_rss_bytes_per_rank"])
         mw = 1.0 / peak
         mrows.append((mw, p["parameter_bytes"] * mw, p["activation_bytes"] * mw))
         mrhs.append((peak - p["base_bytes"] - p["group_bytes"] - p["weight_buffer_bytes"]) * mw)
-    alone, shared, overhead_ms, wait_ms, p2p_wait_ms = solve_nonneg(rows, rhs)
+    alone, shared, overhead_ms, wait_ms, p2p_wait_ms, crowded_ms = solve_nonneg(rows, rhs)
     # Memory: a constant (what a model's rank holds beyond the calibrated base: the program, the
     # interpreter) plus a factor per parameter byte (packed copies) and per activation byte.
     offset, fp, fa = solve_nonneg(mrows, mrhs)
     profile["fitted"] = {"node_overhead_s": overhead_ms / 1e3, "compute_scale": max(alone, 1e-3),
                          "shared_compute_scale": max(shared, 1e-3), "collective_wait_s": wait_ms / 1e3,
-                         "p2p_wait_s": p2p_wait_ms / 1e3,
+                         "p2p_wait_s": p2p_wait_ms / 1e3, "crowded_wait_s": crowded_ms / 1e3,
                          "param_memory_factor": max(fp, 1e-3), "activation_memory_factor": max(fa, 1e-3),
                          "memory_offset_bytes": max(offset, 0.0),
                          "cases": [case_name(m, mesh, x) for m, mesh, x in FIT]}
@@ -224,8 +244,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--machine", help="a profile to use instead of calibrating")
     ap.add_argument("--workdir", default="/tmp/weft-cost-model")
-    ap.add_argument("--iters", type=int, default=3)
-    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--iters", type=int, default=0, help="timed iterations per run (default: per model, ITERS)")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=2, help="runs per case (their medians' median is its latency)")
     ap.add_argument("--quick", action="store_true", help="four eval cases, no auto runs")
     ap.add_argument("--no-anchors", action="store_true")
     ap.add_argument("--json", help="write every number here")
@@ -252,7 +273,7 @@ def main():
     print("\nfit cases (the constants are fitted on these alone):")
     fit_reports = []
     for model, mesh, extra in FIT:
-        r = run_case(weft_run, model, mesh, extra, unfitted, args.iters, args.warmup, work)
+        r = run_case(weft_run, model, mesh, extra, unfitted, args.iters, args.warmup, work, args.repeat)
         fit_reports.append(r)
         ms, rss = measured(r)
         print("  %-40s measured %8.1f ms %7.1f MB   unfitted prediction %8.1f ms %7.1f MB   (load %s)" %
@@ -271,7 +292,7 @@ def main():
     errors, rss_errors = [], []
     by_model = {}
     for model, mesh, extra in (QUICK_EVAL if args.quick else EVAL):
-        r = run_case(weft_run, model, mesh, extra, fitted_file, args.iters, args.warmup, work)
+        r = run_case(weft_run, model, mesh, extra, fitted_file, args.iters, args.warmup, work, args.repeat)
         ms, rss = measured(r)
         pm, pr = r["predicted_latency_ms"], r["predicted_peak_bytes_per_rank"]
         err, rerr = (pm - ms) / ms, (pr - rss) / rss
@@ -297,7 +318,7 @@ def main():
     if not args.quick:
         print("\n--mesh auto --nproc 4 against the best measured 4-rank mesh:")
         for model in MODELS:
-            r = run_case(weft_run, model, "auto", [], fitted_file, args.iters, args.warmup, work)
+            r = run_case(weft_run, model, "auto", [], fitted_file, args.iters, args.warmup, work, args.repeat)
             ms, _ = measured(r)
             picked = r.get("mesh", "?")
             # The best of every 4-rank mesh measured, the pick's own run among them.

@@ -226,6 +226,7 @@ MachineProfile ParseMachineProfile(const std::string& json_text, const std::stri
     fit.shared_compute_scale = r.Number(f, "fitted.", "shared_compute_scale", true, false, fit.compute_scale);
     fit.collective_wait_s = r.Number(f, "fitted.", "collective_wait_s", false, false, 0);
     fit.p2p_wait_s = r.Number(f, "fitted.", "p2p_wait_s", false, false, fit.collective_wait_s);
+    fit.crowded_wait_s = r.Number(f, "fitted.", "crowded_wait_s", false, false, 0);
     fit.param_memory_factor = r.Number(f, "fitted.", "param_memory_factor", true, false, 1);
     fit.activation_memory_factor = r.Number(f, "fitted.", "activation_memory_factor", true, false, 1);
     fit.memory_offset_bytes = r.Number(f, "fitted.", "memory_offset_bytes", false, false, 0);
@@ -293,6 +294,7 @@ std::string WriteMachineProfile(const MachineProfile& m) {
                      {"shared_compute_scale", m.fitted->shared_compute_scale},
                      {"collective_wait_s", m.fitted->collective_wait_s},
                      {"p2p_wait_s", m.fitted->p2p_wait_s},
+                     {"crowded_wait_s", m.fitted->crowded_wait_s},
                      {"param_memory_factor", m.fitted->param_memory_factor},
                      {"activation_memory_factor", m.fitted->activation_memory_factor},
                      {"memory_offset_bytes", m.fitted->memory_offset_bytes},

@@ -58,6 +58,9 @@ struct Fitted {
   // The same for a point-to-point exchange (the p2p ring's K/V steps): Gloo moves it on threads
   // of its own, which wait for a core on a busy host.
   double p2p_wait_s = 0;
+  // More per collective for each rank beyond one per core's worth of threads: a rank a peer waits
+  // for may be off its core, waiting its turn (the scheduler's slice), when the peer arrives.
+  double crowded_wait_s = 0;
   double param_memory_factor = 1;    // resident bytes per parameter byte (packed weight copies)
   double activation_memory_factor = 1;
   double memory_offset_bytes = 0;    // resident bytes a model's rank adds beyond the base (program, interpreter)

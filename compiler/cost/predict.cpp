@@ -223,7 +223,9 @@ Prediction Predict(const program::Program& p, const plan::ExecutionPlan* plan, c
                                    ") priced from the nearest group size the profile measured";
           if (std::find(r.notes.begin(), r.notes.end(), note) == r.notes.end()) r.notes.push_back(note);
         }
-        const double wait = !m.fitted ? 0.0 : op == "send_recv" ? m.fitted->p2p_wait_s : m.fitted->collective_wait_s;
+        const double wait = !m.fitted ? 0.0
+                            : (op == "send_recv" ? m.fitted->p2p_wait_s : m.fitted->collective_wait_s) +
+                                  m.fitted->crowded_wait_s * (crowding - 1);
         if (op == "send_recv") r.p2p_exchanges += s.calls * c.count;
         const double t = static_cast<double>(s.calls) * (static_cast<double>(c.count) * (fit->alpha_s + wait) +
                                                          static_cast<double>(c.bytes) / fit->beta_bytes_per_s);

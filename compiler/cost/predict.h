@@ -12,7 +12,8 @@
 // (program::ShardedNodes: a node reading or writing a tp, cp or cfg shard does 1/degree of it),
 // plus each collective of the plan's cost section, count x alpha + bytes / beta on its group's
 // transport (send_recv always over Gloo on CPUs, as runtime/dist does), plus the fitted wait per
-// collective (peers arriving at different moments, which a calibration cannot see). Where weft really
+// collective (peers arriving at different moments, which a calibration cannot see; more when the
+// ranks' threads outnumber the cores and a peer may be off its core). Where weft really
 // overlaps, the overlap is modelled: the p2p ring's K/V exchange hides behind the attention it
 // feeds, and sliced weights are gathered for the next block while this one computes -- on a GPU
 // fully, on a CPU only as far as cores are left over by the ranks' compute threads (the
