@@ -55,6 +55,23 @@ void LoadWeights(Module& model, const std::vector<const io::SafetensorsFile*>& f
     }
     available.erase(it);
   }
+  // Persistent buffers the checkpoint holds replace the model's own (the same values where they
+  // are derived from the config, as SD3's sin-cos table is); ones it lacks stay.
+  for (auto& [name, slot] : model.CheckpointBuffers()) {
+    auto it = available.find(name);
+    if (it == available.end()) continue;
+    const io::TensorInfo& info = it->second->Info(name);
+    if (at::IntArrayRef(info.shape) != slot->sizes()) {
+      mismatched.push_back(name + " (a buffer): checkpoint " + Shape(info.shape) + " (" + it->second->path() +
+                           "), model " + Shape(slot->sizes()));
+    } else if (at::isFloatingType(info.scalar_type) != at::isFloatingType(slot->scalar_type())) {
+      wrong_kind.push_back(name + " (a buffer): checkpoint " + info.dtype + " (" + it->second->path() + "), model " +
+                           c10::toString(slot->scalar_type()));
+    } else {
+      *slot = it->second->Load(name, slot->scalar_type()).to(slot->device());
+    }
+    available.erase(it);
+  }
   if (missing.empty() && mismatched.empty() && wrong_dtype.empty() && wrong_kind.empty() && available.empty() &&
       duplicated.empty()) {
     return;

@@ -23,8 +23,9 @@ class WeightsError : public std::runtime_error {
 
 // Copies every parameter of `model` from `files` (a model may be split over several
 // shards, as diffusers' index files do), converted to `dtype`. Every parameter must be found
-// exactly once with its exact shape, and every tensor in the files must be a parameter;
-// otherwise throws WeightsError naming the keys.
+// exactly once with its exact shape, and every tensor in the files must be a parameter or one
+// of the model's CheckpointBuffers (loaded in the buffer's own dtype); otherwise throws
+// WeightsError naming the keys.
 //
 // `load_shard`, when given, is asked first for every parameter: it returns this rank's shard
 // read straight from the file (tensor parallelism's streaming load) or an undefined tensor

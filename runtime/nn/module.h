@@ -101,6 +101,10 @@ class Module {
   // Every parameter of the subtree with its full fqn ("blocks.0.attn.to_q.weight"), in
   // registration order, depth first.
   std::vector<std::pair<std::string, at::Tensor*>> NamedParameters();
+  // Buffers a checkpoint may carry besides the parameters (diffusers saves persistent buffers in
+  // its state dict: SD3's `pos_embed.pos_embed`), with their slots: LoadWeights loads each one a
+  // checkpoint has and leaves the others as they are. None by default.
+  virtual std::vector<std::pair<std::string, at::Tensor*>> CheckpointBuffers() { return {}; }
 
   void AddHook(std::shared_ptr<Hook> hook) { hooks_.push_back(std::move(hook)); }
   const std::vector<std::shared_ptr<Hook>>& hooks() const { return hooks_; }

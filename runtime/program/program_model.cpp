@@ -160,6 +160,8 @@ std::unique_ptr<ProgramModel> ProgramModel::Create(std::shared_ptr<const program
                                            [&](const program::Payload& x) { return &x == payload; }) != p.constants.end();
     at::Tensor& held = model->state_[s.fqn];
     held = ReadPayload(archive, constant_dir ? "data/constants/" : "data/weights/", *payload);
+    const program::InputSpec& spec = p.input_specs[s.graph_input];
+    if (s.kind == program::InputSpec::Kind::kBuffer && spec.persistent) model->persistent_buffers_.push_back(s.fqn);
     model->interpreter_->BindState(s.fqn, &held);
   }
   if (p.manifest && p.manifest->dtype == "bf16") {
@@ -170,6 +172,12 @@ std::unique_ptr<ProgramModel> ProgramModel::Create(std::shared_ptr<const program
     model->dtype_ = at::kBFloat16;
   }
   return model;
+}
+
+std::vector<std::pair<std::string, at::Tensor*>> ProgramModel::CheckpointBuffers() {
+  std::vector<std::pair<std::string, at::Tensor*>> out;
+  for (const std::string& fqn : persistent_buffers_) out.emplace_back(fqn, &state_.at(fqn));
+  return out;
 }
 
 void ProgramModel::ConformParameters(c10::Device device) {

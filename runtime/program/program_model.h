@@ -4,8 +4,8 @@
 // has the program's class name and children mirroring the program's modules, so its parameters
 // carry diffusers' names (loading from safetensors, seeded random weights, tensor-parallel
 // shards all address them by fqn); its forward checks the inputs against the program's sizes
-// and guards and runs the interpreter. Buffers and lifted constants come from the archive, as
-// they are not in checkpoints.
+// and guards and runs the interpreter. Buffers and lifted constants come from the archive (a
+// checkpoint that carries a persistent buffer replaces it: CheckpointBuffers).
 
 #include <ATen/core/Tensor.h>
 
@@ -48,6 +48,9 @@ class ProgramModel : public nn::Module {
   // The inputs of `args` + arguments() as the program's binder sees them.
   std::vector<program::InputDesc> Describe(const nn::Args& args) const;
 
+  // The program's persistent buffers (a checkpoint may carry them; nn::LoadWeights loads them).
+  std::vector<std::pair<std::string, at::Tensor*>> CheckpointBuffers() override;
+
   const program::Program& program() const { return *program_; }
   Interpreter& interpreter() { return *interpreter_; }
 
@@ -60,6 +63,7 @@ class ProgramModel : public nn::Module {
   std::vector<program::FlatInput> flat_;
   std::map<std::string, std::string> arguments_;
   std::map<std::string, at::Tensor> state_;  // buffers and constants, by fqn
+  std::vector<std::string> persistent_buffers_;  // of state_, the buffers a state dict holds
   std::map<std::string, at::ScalarType> param_dtypes_;
   at::ScalarType dtype_ = at::kFloat;
   std::string last_shapes_;  // the input shapes last checked, to check once per shape

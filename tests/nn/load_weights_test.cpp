@@ -46,6 +46,41 @@ TEST(LoadWeightsTest, LoadsAcrossShardsAndConvertsDtype) {
   std::remove(p2.c_str());
 }
 
+// A module with a persistent buffer (SD3's `pos_embed.pos_embed`): a checkpoint that carries it
+// replaces the model's own, one that lacks it keeps it, one of another shape is refused by name.
+class WithBuffer : public Pair {
+ public:
+  WithBuffer() { table_ = at::zeros({4}, at::kDouble); }
+  std::vector<std::pair<std::string, at::Tensor*>> CheckpointBuffers() override { return {{"table", &table_}}; }
+  at::Tensor table_;
+};
+
+TEST(LoadWeightsTest, PersistentBuffersLoadWhenTheCheckpointHasThem) {
+  const std::map<std::string, at::Tensor> params = {
+      {"a.weight", at::ones({3, 2})}, {"a.bias", at::zeros({3})}, {"b.weight", at::ones({1, 3})}};
+  std::map<std::string, at::Tensor> with = params;
+  with["table"] = at::arange(4, at::kFloat);
+  std::string p = Write("buf.safetensors", with), q = Write("nobuf.safetensors", params);
+  std::map<std::string, at::Tensor> wrong = params;
+  wrong["table"] = at::ones({5});
+  std::string r = Write("wrongbuf.safetensors", wrong);
+  io::SafetensorsFile fp = io::SafetensorsFile::Open(p), fq = io::SafetensorsFile::Open(q), fr = io::SafetensorsFile::Open(r);
+  WithBuffer loaded, kept, refused;
+  LoadWeights(loaded, {&fp}, at::kFloat);
+  EXPECT_EQ(loaded.table_.scalar_type(), at::kDouble);  // the buffer's own dtype
+  EXPECT_TRUE(at::equal(loaded.table_, at::arange(4, at::kDouble)));
+  LoadWeights(kept, {&fq}, at::kFloat);
+  EXPECT_TRUE(at::equal(kept.table_, at::zeros({4}, at::kDouble)));
+  try {
+    LoadWeights(refused, {&fr}, at::kFloat);
+    FAIL() << "expected WeightsError";
+  } catch (const WeightsError& e) {
+    EXPECT_EQ(std::string(e.what()), "checkpoint does not match Pair:\n  1 shape mismatch(es):\n    table (a buffer): checkpoint [5] (" +
+                                         r + "), model [4]");
+  }
+  for (const std::string& f : {p, q, r}) std::remove(f.c_str());
+}
+
 TEST(LoadWeightsTest, NamesMissingUnexpectedAndMismatchedKeys) {
   std::string p = Write("bad.safetensors",
                         {{"a.weight", at::ones({2, 2})}, {"a.bias", at::zeros({3})}, {"c.weight", at::ones({1})}});
