@@ -17,7 +17,8 @@ set(_rules
   "compiler|compiler/|"
   "runtime|runtime/|torch"
   "runtime/program|runtime/ compiler/source/ compiler/model/ compiler/plan/ compiler/program/|torch"
-  "executor|compiler/source/ compiler/diag/ compiler/model/ compiler/plan/ compiler/program/ compiler/compile.h compiler/rederive.h runtime/ executor/|torch")
+  "compiler/cost|compiler/|"
+  "executor|compiler/source/ compiler/diag/ compiler/model/ compiler/plan/ compiler/program/ compiler/cost/ compiler/compile.h compiler/rederive.h runtime/ executor/|torch")
 # Third-party families that only some layers may include, and how to recognise them.
 set(_family_torch "^<(torch|ATen|c10|caffe2|gloo)/")
 set(_family_antlr4 "antlr4-runtime|^<antlr4|Parser\\.h\"|Lexer\\.h\"")
