@@ -9,6 +9,7 @@
 
 #include "compiler/cost/node_cost.h"
 #include "compiler/program/bindings.h"
+#include "compiler/program/graph_view.h"
 #include "compiler/program/shard_flow.h"
 
 namespace weft::cost {
@@ -88,6 +89,17 @@ Prediction Predict(const program::Program& p, const plan::ExecutionPlan* plan, c
     return d;
   };
 
+  // How many blocks of keys a context-parallel attention node's kernel runs over: R under the p2p
+  // ring (its site's step), else 1.
+  auto RingBlocks = [&](const program::Node& node) -> double {
+    if (plan == nullptr) return 1;
+    const plan::ModuleStep* step = plan->FindStep(program::AttentionOwner(p, node));
+    if (step == nullptr || !step->attention || step->attention->ring <= 1 ||
+        step->attention->rotate_method != plan::RotateMethod::kP2p) {
+      return 1;
+    }
+    return static_cast<double>(step->attention->ring);
+  };
   const double overhead = m.fitted ? m.fitted->node_overhead_s : m.op_overhead_s;
   // Ranks whose threads outnumber the cores take turns on them: their dispatch stretches too.
   const double crowding = std::max(1.0, static_cast<double>(ranks) * r.threads / std::max(1, m.cores));
@@ -126,7 +138,12 @@ Prediction Predict(const program::Program& p, const plan::ExecutionPlan* plan, c
       case OpClass::kMatmul:
       case OpClass::kAttention: {
         const std::vector<RatePoint>& points = c.op_class == OpClass::kMatmul ? m.matmul : m.attention;
-        double rate = RateAt(m, points.empty() ? m.matmul : points, c.dtype, c.size / d, r.threads, ranks);
+        // The rate at the problem one kernel call sees: a matmul's share of the rows; an attention
+        // its keys -- all of them, except that the p2p ring calls the kernel once per block of
+        // Skv / R keys (short blocks run slower; allgather makes one call over all keys).
+        double size = c.size / d;
+        if (c.op_class == OpClass::kAttention) size = c.size / RingBlocks(n);
+        double rate = RateAt(m, points.empty() ? m.matmul : points, c.dtype, size, r.threads, ranks);
         const double bw = RateAt(m, m.elementwise, c.dtype, c.bytes / d, r.threads, ranks);
         t = std::max(rate > 0 ? c.flops / d / rate : 0.0, bw > 0 ? c.bytes / d / bw : 0.0) * scale;
         r.flops += c.flops / d;

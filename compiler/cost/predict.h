@@ -5,6 +5,8 @@
 //
 // Time is the sum over the program's nodes of
 //     max(flops / matmul or attention rate, bytes / elementwise rate)   (a roofline per node)
+//   (each rate at the problem one kernel call sees: an attention's keys are all of them under
+//   Ulysses or the allgather ring, a block of Skv / R under the p2p ring, which runs R calls)
 //   + the per-node interpreter overhead (fitted, else the profile's tiny-op dispatch time; on a
 //     GPU only what of it the kernel does not hide: the host launches ahead of the device; on a
 //     CPU stretched like the arithmetic when the ranks' threads outnumber the cores)
