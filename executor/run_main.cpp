@@ -568,12 +568,8 @@ std::vector<std::string> PickAutoMesh(RunOptions& o, const std::vector<std::stri
   if (o.nproc <= 0) throw UsageError("--mesh auto needs --nproc N: the ranks to weigh every mesh for");
   if (!o.compiled.empty()) throw UsageError("--mesh auto compiles the plan at every mesh: give --plan, not --compiled");
   if (o.machine.empty()) {
-    const char* cache = std::getenv("XDG_CACHE_HOME");
-    const char* home = std::getenv("HOME");
-    const std::string dir = cache != nullptr && *cache ? std::string(cache) + "/weft"
-                            : home != nullptr          ? std::string(home) + "/.cache/weft"
-                                                       : std::string("/tmp");
-    std::filesystem::create_directories(dir);
+    // Beside the program cache (executor/program_cache.h), whose directory rules it shares.
+    const std::string dir = std::filesystem::path(exec::ProgramCacheDir()).parent_path().string();
     o.machine = dir + "/machine-quick-" + dist::HostName() + ".json";
     if (!std::filesystem::exists(o.machine)) {
       std::cerr << "weft-run: --mesh auto without --machine: calibrating this machine briefly first (--calibrate "

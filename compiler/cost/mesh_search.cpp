@@ -17,15 +17,6 @@ std::string FirstError(const diag::CollectingConsumer& c) {
   return "the plan does not compile at this mesh";
 }
 
-std::string MeshArg(const plan::MeshSpec& s) {
-  std::string out;
-  for (const auto& [name, size] : {std::pair{"cfg", s.cfg}, std::pair{"tp", s.tp}, std::pair{"ring", s.ring},
-                                   std::pair{"ulysses", s.ulysses}}) {
-    if (size > 1) out += (out.empty() ? "" : ",") + std::string(name) + "=" + std::to_string(size);
-  }
-  return out.empty() ? "ulysses=1" : out;
-}
-
 }  // namespace
 
 std::vector<plan::MeshSpec> MeshesOf(int64_t n) {
@@ -73,7 +64,7 @@ std::vector<Candidate> SearchMeshes(const SearchRequest& r, size_t keep_plans) {
         c.mesh.world_size = r.nproc;
         c.mesh.rotate_method = rotate;
         c.mesh.weight_axes = w;
-        c.mesh_arg = MeshArg(spec);
+        c.mesh_arg = c.mesh.ToString();  // its axes of more than one rank, in world order
         c.text = c.mesh_arg;
         if (spec.ring > 1) c.text += " rotate=" + std::string(plan::RotateMethodName(rotate));
         if (!w.empty()) {

@@ -58,6 +58,10 @@ bool Floating(const std::string& dtype) { return dtype == "f32" || dtype == "bf1
 
 }  // namespace
 
+double TensorBytes(const program::Program& p, const program::Bindings& b, const std::string& name) {
+  return Info(p, b, name).Bytes();
+}
+
 const char* OpClassName(OpClass c) {
   switch (c) {
     case OpClass::kFree:

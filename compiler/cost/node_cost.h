@@ -41,6 +41,10 @@ struct NodeCost {
 // count as empty.
 NodeCost CostOfNode(const program::Program& p, const program::Node& node, const program::Bindings& b);
 
+// Bytes of tensor `name` at the sizes `b` gives (its export hints where `b` does not determine a
+// size); 0 without metadata.
+double TensorBytes(const program::Program& p, const program::Bindings& b, const std::string& name);
+
 // True for ops that return a view of (or a size of) an input and move no data.
 bool IsViewOp(const std::string& target);
 

@@ -116,12 +116,9 @@ Prediction Predict(const program::Program& p, const plan::ExecutionPlan* plan, c
   for (size_t i = 0; i < p.inputs.size(); ++i) {
     if (i < p.input_specs.size() && p.input_specs[i].kind != program::InputSpec::Kind::kUserInput) continue;
     for (const std::string& v : p.inputs[i].TensorNames()) {
-      const program::TensorMeta* meta = p.FindTensor(v);
-      if (meta == nullptr) continue;
-      double bytes = static_cast<double>(program::ScalarTypeBytes(meta->dtype));
-      for (int64_t s : b.Sizes(*meta)) bytes *= static_cast<double>(s);
+      if (p.FindTensor(v) == nullptr) continue;
       storage_of[v] = storages.size();
-      storages.push_back({bytes, 0});
+      storages.push_back({TensorBytes(p, b, v), 0});
     }
   }
   const size_t input_storages = storages.size();
@@ -185,16 +182,9 @@ Prediction Predict(const program::Program& p, const plan::ExecutionPlan* plan, c
       continue;
     }
     for (const std::string& v : outs) {
-      const program::TensorMeta* meta = p.FindTensor(v);
-      if (meta == nullptr) continue;
-      double bytes = static_cast<double>(program::ScalarTypeBytes(meta->dtype));
-      try {
-        for (int64_t s : b.Sizes(*meta)) bytes *= static_cast<double>(s);
-      } catch (const std::exception&) {
-        for (const program::SymInt& s : meta->sizes) bytes *= static_cast<double>(s.value);
-      }
+      if (p.FindTensor(v) == nullptr) continue;
       storage_of[v] = storages.size();
-      storages.push_back({bytes / d, i + 1});
+      storages.push_back({TensorBytes(p, b, v) / d, i + 1});
       born[i].push_back(storages.size() - 1);
     }
   }
