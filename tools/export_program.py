@@ -484,6 +484,26 @@ def unpreservable_modules(model, call, spec, paths):
     return found, sites
 
 
+@contextlib.contextmanager
+def state_kept(model):
+    """Undoes, on leaving, what a trace assigned to the model's modules and to the plain objects they
+    hold: a table a forward computes on its first call and keeps (BriaFibo2's rope embedder) would be
+    a fake tensor of the recording export in the next one, lifted as a constant without data."""
+    import torch
+    saved = []
+    for mod in model.modules():
+        saved += [(mod.__dict__, dict(mod.__dict__)), (mod._buffers, dict(mod._buffers))]
+        saved += [(v.__dict__, dict(v.__dict__)) for v in mod.__dict__.values()
+                  if type(v).__module__.startswith("diffusers.") and not isinstance(v, torch.nn.Module)
+                  and hasattr(v, "__dict__")]
+    try:
+        yield
+    finally:
+        for live, kept in saved:
+            live.clear()
+            live.update(kept)
+
+
 def export(cls_name, cfg, kwargs, dtype, name, workloads, source, out_path):
     import torch
     logging.getLogger("diffusers").setLevel(logging.ERROR)
@@ -499,7 +519,8 @@ def export(cls_name, cfg, kwargs, dtype, name, workloads, source, out_path):
         fake_call = OrderedDict((k, mode.from_tensor(v) if isinstance(v, torch.Tensor) else v) for k, v in call.items())
         candidates = tuple(p for p, m in model.named_modules()
                            if p and not isinstance(m, (torch.nn.ModuleList, torch.nn.ModuleDict)))
-        unpreserved, attention = unpreservable_modules(model, fake_call, spec, candidates)
+        with state_kept(model):
+            unpreserved, attention = unpreservable_modules(model, fake_call, spec, candidates)
         preserve = tuple(p for p in candidates if p not in unpreserved)
         extra["unpreserved"] = unpreserved
         extra["attention"] = attention

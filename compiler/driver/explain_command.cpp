@@ -152,6 +152,23 @@ void Explain(const plan::ExecutionPlan& p, const model::ModelGraph& graph, std::
   out << "memory per rank: weights " << plan::FormatBytes(p.cost.weight_bytes) << " (of "
       << plan::FormatBytes(graph.ParamBytes()) << "), largest module call " << plan::FormatBytes(p.cost.activation_bytes)
       << "\n";
+  // On a program: the whole values the compiler slices where they meet shards (a RoPE table, a
+  // residual of a stream split later, a timestep embedding under cfg), said so that a plan review
+  // sees every place the ranks' data differs from the plan's rules.
+  if (p.program) {
+    std::vector<std::string> slices;
+    for (const plan::ProgramEdit& e : p.program->edits) {
+      if (e.kind != plan::ProgramEdit::Kind::kSplit || e.node.empty()) continue;
+      slices.push_back("`" + e.value + "` d" + std::to_string(e.dim) + " for node `" + e.node + "`" +
+                       (e.scope.empty() ? std::string(" at the root") : " in `" + e.scope + "`") + " (" + e.group +
+                       ", as the split of " + (e.module.empty() ? std::string("the root") : "`" + e.module + "`") + ")");
+    }
+    if (!slices.empty()) {
+      out << "whole values sliced where they meet a shard (each rank takes its part, no communication): "
+          << slices.size() << "\n";
+      for (const std::string& l : slices) out << "  " << l << "\n";
+    }
+  }
   if (p.weights) {
     int64_t sliced = 0;
     for (const plan::WeightBlock& b : p.weights->blocks) sliced += b.slice_bytes;

@@ -174,41 +174,48 @@ bool Repair(program::Suggestion& s, const std::vector<program::RenderedRule>& ru
   const std::string& combination = result.combination[0];
   const std::string why = Reason(error, p.Where()) + " [at " + combination + "]";
   // A split met a whole value along its dim (RoPE tables, a mask built from the image shapes):
-  // split that value too, where it is made, unless it is split already.
+  // split that value too, where it is made -- the farthest boundary back along its dim that the
+  // checks have not refused (the stream's own source: HunyuanVideo's text after the token
+  // refiner, not inside the first block) -- unless it is split already.
   if (!result.whole_value.empty() && combination.find("tp=") == std::string::npos) {
-    std::optional<program::SuggestedSplit> more = program::SplitWhereMade(p, result.whole_value, result.whole_dim);
+    std::vector<program::SuggestedSplit> path = program::SplitsWhereMade(p, result.whole_value, result.whole_dim);
+    std::reverse(path.begin(), path.end());
     const bool cfg = combination.find("cfg=") != std::string::npos;
-    auto same = [&](const program::SuggestedSplit& x) {
-      return more && x.module == more->module && x.argument == more->argument && x.output == more->output;
+    auto same = [](const program::SuggestedSplit& x, const program::SuggestedSplit& y) {
+      return x.module == y.module && x.argument == y.argument && x.output == y.output;
+    };
+    auto on_path = [&](const program::SuggestedSplit& x) {
+      return std::any_of(path.begin(), path.end(), [&](const program::SuggestedSplit& m) { return same(x, m); });
     };
     bool known = false;
     if (cfg) {
-      for (const program::SuggestedSplit& x : s.cfg_splits) known = known || same(x);
+      for (const program::SuggestedSplit& x : s.cfg_splits) known = known || on_path(x);
     } else {
-      // Split already, or a later place of another value's split (its tokens reach there): move
-      // that split there.
-      for (program::TokenSource& t : s.sources) {
-        if (t.dropped) continue;
-        if (same(t.at[t.current])) known = true;
+      for (const program::TokenSource& t : s.sources) {
+        if (!t.dropped && on_path(t.at[t.current])) known = true;
       }
-      for (program::TokenSource& t : s.sources) {
-        if (known || t.dropped) continue;
-        for (size_t i = t.current + 1; i < t.at.size() && !known; ++i) {
-          if (!same(t.at[i]) || s.Refused(t.at[i])) continue;
-          s.Refuse(t.at[t.current]);
-          s.notes.push_back("split " + Describe(t.at[i]) + " instead of " + Describe(t.at[t.current]) + ": " + why);
-          t.current = i;
-          return true;
+      // A later place of another value's split (its tokens reach there): move that split there.
+      for (const program::SuggestedSplit& m : path) {
+        for (program::TokenSource& t : s.sources) {
+          if (known || t.dropped) continue;
+          for (size_t i = t.current + 1; i < t.at.size(); ++i) {
+            if (!same(t.at[i], m) || s.Refused(t.at[i])) continue;
+            s.Refuse(t.at[t.current]);
+            s.notes.push_back("split " + Describe(t.at[i]) + " instead of " + Describe(t.at[t.current]) + ": " + why);
+            t.current = i;
+            return true;
+          }
         }
       }
     }
-    if (more && !known && !s.Refused(*more)) {
+    auto more = std::find_if(path.begin(), path.end(), [&](const program::SuggestedSplit& m) { return !s.Refused(m); });
+    if (more != path.end() && !known) {
       s.notes.push_back("split " + Describe(*more) + " too: " + why);
       if (cfg) {
-        s.cfg_splits.push_back(std::move(*more));
+        s.cfg_splits.push_back(*more);
       } else {
         program::TokenSource t;
-        t.at.push_back(std::move(*more));
+        t.at.push_back(*more);
         s.sources.push_back(std::move(t));
       }
       return true;

@@ -260,7 +260,8 @@ struct ModuleStep {
 struct ProgramEdit {
   enum class Kind : uint8_t {
     kSplit,      // `value` split along `dim` over the CP group, for the uses inside module `scope`
-                 // ("" with `after_producer`: every use after it is produced)
+                 // ("" with `after_producer`: every use after it is produced); with `node`, for
+                 // that node's use only (a whole operand a shard meets, local_sizes.h)
     kGather,     // `value` all-gathered along `dim` over the CP group right after it is produced
     kAttention,  // `node`, a scaled_dot_product_attention, runs as `attention`
     kAllReduce,  // `value`, a rowwise Linear's output (`node`), summed over the tp group; its bias

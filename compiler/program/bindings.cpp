@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <map>
 
 #include "compiler/program/archive.h"
@@ -318,6 +319,11 @@ Bindings Bindings::Bind(const Program& program, const std::vector<InputDesc>& in
     return FromJson(v);
   };
   for (const RangeConstraint& r : program.range_constraints) {
+    // A range on unbacked symbols only (u0: the row count of a nonzero, a .item()) holds a value no
+    // input determines; the graph checks it where it appears (torch.export writes the
+    // _assert_scalar / sym_constrain_range_for_size nodes), so it is not checked here.
+    const std::vector<std::string> symbols = Expr::Parse(r.expr).Symbols();
+    if (!symbols.empty() && std::all_of(symbols.begin(), symbols.end(), IsUnbackedSymbol)) continue;
     int64_t v = 0;
     try {
       v = Expr::Parse(r.expr).Evaluate(env);

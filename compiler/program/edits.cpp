@@ -163,7 +163,7 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
   // Edits by what triggers them.
   struct Scoped {
     size_t edit;
-    std::string value, scope, renamed;
+    std::string value, scope, node, renamed;  // node: "" = every use inside scope
     bool emitted = false;
   };
   std::vector<Scoped> scoped;                                 // splits of a module argument
@@ -183,8 +183,9 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
           throw ProgramError(where + ": the plan's " + std::string(plan::ProgramEditKindName(e.kind)) + " of `" + e.module +
                              "`" + rule + " names value `" + e.value + "`, which the program does not have");
         }
-        if (e.kind == Kind::kSplit && !e.after_producer && !(e.scope.empty() && graph_inputs.count(e.value))) {
-          scoped.push_back({i, e.value, e.scope, e.value + "@" + std::to_string(i)});
+        if (e.kind == Kind::kSplit && !e.after_producer &&
+            !(e.scope.empty() && e.node.empty() && graph_inputs.count(e.value))) {
+          scoped.push_back({i, e.value, e.scope, e.node, e.value + "@" + std::to_string(i)});
         } else {
           after[e.value].push_back(i);
         }
@@ -242,7 +243,7 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
   // first of them), else the value as renamed so far.
   auto read = [&](const Node& n, const std::string& v) {
     for (Scoped& s : scoped) {
-      if (s.value != v || !NodeInModule(p, n, s.scope)) continue;
+      if (s.value != v || !NodeInModule(p, n, s.scope) || (!s.node.empty() && s.node != n.name)) continue;
       if (!s.emitted) {
         nodes.push_back(EditNode(kSplitTarget, s.edit, current(v), s.renamed, n.stack, edits.edits[s.edit].parts));
         if (const TensorMeta* meta = p.FindTensor(v)) p.tensor_values.emplace(s.renamed, *meta);

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdio>
 #include <cstdint>
+#include <cstdlib>
 
 namespace weft::program {
 
@@ -14,9 +17,10 @@ ExprValue ExprValue::Tensor(const std::vector<int64_t>& sizes) {
 }
 
 struct Expr::Node {
-  enum class Kind : uint8_t { kInt, kStr, kName, kCall, kMethod, kSubscript, kBinary, kUnary, kCompare, kAnd, kOr, kNot, kList };
+  enum class Kind : uint8_t { kInt, kFloat, kStr, kName, kCall, kMethod, kSubscript, kBinary, kUnary, kCompare, kAnd, kOr, kNot, kList };
   Kind kind = Kind::kInt;
   int64_t value = 0;
+  double fvalue = 0;
   std::string text;  // name, string, operator, call or method name
   std::vector<std::shared_ptr<const Node>> children;  // operands, arguments (a method's object first)
   std::vector<std::string> ops;  // comparison operators of a chain
@@ -29,10 +33,11 @@ using NodePtr = std::shared_ptr<const Expr::Node>;
 using N = Expr::Node;
 
 struct Token {
-  enum class Kind : uint8_t { kInt, kStr, kName, kOp, kEnd };
+  enum class Kind : uint8_t { kInt, kFloat, kStr, kName, kOp, kEnd };
   Kind kind = Kind::kEnd;
   std::string text;
   int64_t value = 0;
+  double fvalue = 0;
   size_t pos = 0;
 };
 
@@ -81,14 +86,37 @@ class Parser {
       Token t;
       t.pos = i;
       if (std::isdigit(static_cast<unsigned char>(c))) {
-        size_t j = i;
-        while (j < text_.size() && std::isdigit(static_cast<unsigned char>(text_[j]))) ++j;
-        t.kind = Token::Kind::kInt;
+        auto digits = [&](size_t j) {
+          while (j < text_.size() && std::isdigit(static_cast<unsigned char>(text_[j]))) ++j;
+          return j;
+        };
+        size_t j = digits(i);
+        bool is_float = false;
+        // Python's repr of a float: 0.6666666666666666, 1e-05, 2.5e+10 (a `.` before a digit only:
+        // `x.size()` stays a method call).
+        if (j + 1 < text_.size() && text_[j] == '.' && std::isdigit(static_cast<unsigned char>(text_[j + 1]))) {
+          j = digits(j + 1);
+          is_float = true;
+        }
+        if (j < text_.size() && (text_[j] == 'e' || text_[j] == 'E')) {
+          size_t k = j + 1;
+          if (k < text_.size() && (text_[k] == '+' || text_[k] == '-')) ++k;
+          if (k < text_.size() && std::isdigit(static_cast<unsigned char>(text_[k]))) {
+            j = digits(k);
+            is_float = true;
+          }
+        }
         t.text = text_.substr(i, j - i);
-        try {
-          t.value = std::stoll(t.text);
-        } catch (const std::out_of_range&) {
-          throw ExprError("expression `" + text_ + "`: integer " + t.text + " does not fit in 64 bits");
+        if (is_float) {
+          t.kind = Token::Kind::kFloat;
+          t.fvalue = std::strtod(t.text.c_str(), nullptr);
+        } else {
+          t.kind = Token::Kind::kInt;
+          try {
+            t.value = std::stoll(t.text);
+          } catch (const std::out_of_range&) {
+            throw ExprError("expression `" + text_ + "`: integer " + t.text + " does not fit in 64 bits");
+          }
         }
         i = j;
       } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
@@ -274,6 +302,11 @@ class Parser {
         if (Peek().kind != Token::Kind::kName) Fail("expected a method name after `.`");
         const std::string method = Peek().text;
         ++pos_;
+        // math.trunc(...), torch.sym_float(...): a module's function, not a method of a value.
+        if (e->kind == N::Kind::kName && (e->text == "math" || e->text == "torch")) {
+          e = Make(N::Kind::kCall, e->text + "." + method, CallArguments());
+          continue;
+        }
         std::vector<NodePtr> args{e};
         for (NodePtr& a : CallArguments()) args.push_back(std::move(a));
         e = Make(N::Kind::kMethod, method, std::move(args));
@@ -291,6 +324,13 @@ class Parser {
         auto n = std::make_shared<N>();
         n->kind = N::Kind::kInt;
         n->value = t.value;
+        return n;
+      }
+      case Token::Kind::kFloat: {
+        ++pos_;
+        auto n = std::make_shared<N>();
+        n->kind = N::Kind::kFloat;
+        n->fvalue = t.fvalue;
         return n;
       }
       case Token::Kind::kStr:
@@ -330,6 +370,13 @@ class Parser {
   int nesting_ = 0;
 };
 
+// A float as Python's repr would round-trip it.
+std::string FloatLiteral(double d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", d);
+  return buf;
+}
+
 class Evaluator {
  public:
   Evaluator(const std::string& text, const ExprEnv& env) : text_(text), env_(env) {}
@@ -338,6 +385,8 @@ class Evaluator {
     switch (n.kind) {
       case N::Kind::kInt:
         return ExprValue::Int(n.value);
+      case N::Kind::kFloat:
+        return ExprValue::Float(n.fvalue);
       case N::Kind::kStr:
         return ExprValue::Str(n.text);
       case N::Kind::kName:
@@ -354,35 +403,33 @@ class Evaluator {
       case N::Kind::kMethod:
         return Method(n);
       case N::Kind::kUnary: {
-        const int64_t v = IntOf(Eval(*n.children[0]));
-        return ExprValue::Int(n.text == "-" ? Checked(0, v, '-') : v);
+        const ExprValue v = Number(Eval(*n.children[0]));
+        if (n.text == "+") return v;
+        return v.kind == ExprValue::Kind::kFloat ? ExprValue::Float(-v.f) : ExprValue::Int(Checked(0, v.i, '-'));
       }
       case N::Kind::kBinary:
-        return ExprValue::Int(Binary(n.text, IntOf(Eval(*n.children[0])), IntOf(Eval(*n.children[1]))));
+        return Binary(n.text, Number(Eval(*n.children[0])), Number(Eval(*n.children[1])));
       case N::Kind::kCompare: {
-        int64_t left = IntOf(Eval(*n.children[0]));
+        ExprValue left = Number(Eval(*n.children[0]));
         for (size_t i = 0; i < n.ops.size(); ++i) {
-          const int64_t right = IntOf(Eval(*n.children[i + 1]));
-          const std::string& op = n.ops[i];
-          const bool ok = op == "==" ? left == right : op == "!=" ? left != right : op == "<" ? left < right
-                          : op == "<=" ? left <= right : op == ">" ? left > right : left >= right;
-          if (!ok) return ExprValue::Bool(false);
+          const ExprValue right = Number(Eval(*n.children[i + 1]));
+          if (!Compare(n.ops[i], left, right)) return ExprValue::Bool(false);
           left = right;
         }
         return ExprValue::Bool(true);
       }
       case N::Kind::kAnd:
         for (const auto& c : n.children) {
-          if (IntOf(Eval(*c)) == 0) return ExprValue::Bool(false);
+          if (!Truth(Eval(*c))) return ExprValue::Bool(false);
         }
         return ExprValue::Bool(true);
       case N::Kind::kOr:
         for (const auto& c : n.children) {
-          if (IntOf(Eval(*c)) != 0) return ExprValue::Bool(true);
+          if (Truth(Eval(*c))) return ExprValue::Bool(true);
         }
         return ExprValue::Bool(false);
       case N::Kind::kNot:
-        return ExprValue::Bool(IntOf(Eval(*n.children[0])) == 0);
+        return ExprValue::Bool(!Truth(Eval(*n.children[0])));
     }
     Fail("unknown node");
   }
@@ -391,8 +438,33 @@ class Evaluator {
   [[noreturn]] void Fail(const std::string& what) const { throw ExprError("expression `" + text_ + "`: " + what); }
 
   int64_t IntOf(const ExprValue& v) const {
+    if (v.kind == ExprValue::Kind::kFloat) Fail("expected an integer, found the float " + FloatText(v.f));
     if (v.kind != ExprValue::Kind::kInt) Fail("expected a number");
     return v.i;
+  }
+
+  ExprValue Number(const ExprValue& v) const {
+    if (v.kind != ExprValue::Kind::kInt && v.kind != ExprValue::Kind::kFloat) Fail("expected a number");
+    return v;
+  }
+
+  static double AsDouble(const ExprValue& v) { return v.kind == ExprValue::Kind::kFloat ? v.f : static_cast<double>(v.i); }
+  static bool Truth(const ExprValue& v) { return v.kind == ExprValue::Kind::kFloat ? v.f != 0 : v.i != 0; }
+  static std::string FloatText(double d) { return FloatLiteral(d); }
+
+  // A float that must become an integer (int(), math.trunc ...): finite and within 64 bits.
+  int64_t ToInt(double d) const {
+    if (!std::isfinite(d) || d >= 9.2e18 || d <= -9.2e18) Fail("the float " + FloatText(d) + " is no 64-bit integer");
+    return static_cast<int64_t>(d);
+  }
+
+  bool Compare(const std::string& op, const ExprValue& a, const ExprValue& b) const {
+    if (a.kind == ExprValue::Kind::kInt && b.kind == ExprValue::Kind::kInt) {
+      const int64_t l = a.i, r = b.i;
+      return op == "==" ? l == r : op == "!=" ? l != r : op == "<" ? l < r : op == "<=" ? l <= r : op == ">" ? l > r : l >= r;
+    }
+    const double l = AsDouble(a), r = AsDouble(b);
+    return op == "==" ? l == r : op == "!=" ? l != r : op == "<" ? l < r : op == "<=" ? l <= r : op == ">" ? l > r : l >= r;
   }
 
   int64_t Checked(int64_t a, int64_t b, char op) const {
@@ -431,17 +503,40 @@ class Evaluator {
     return r;
   }
 
-  int64_t Binary(const std::string& op, int64_t a, int64_t b) const {
+  // Python semantics: integers stay exact (checked), `/` and any float operand compute in double.
+  ExprValue Binary(const std::string& op, const ExprValue& x, const ExprValue& y) const {
+    if (x.kind == ExprValue::Kind::kInt && y.kind == ExprValue::Kind::kInt && op != "/") return ExprValue::Int(IntBinary(op, x.i, y.i));
+    const double a = AsDouble(x), b = AsDouble(y);
+    if (op == "+") return ExprValue::Float(a + b);
+    if (op == "-") return ExprValue::Float(a - b);
+    if (op == "*") return ExprValue::Float(a * b);
+    if (op == "/") {
+      if (b == 0) Fail("division by zero");
+      return ExprValue::Float(a / b);
+    }
+    if (op == "//") {
+      if (b == 0) Fail("division by zero");
+      return ExprValue::Float(std::floor(a / b));
+    }
+    if (op == "%") {
+      if (b == 0) Fail("modulo by zero");
+      return ExprValue::Float(a - b * std::floor(a / b));
+    }
+    if (op == "**") {
+      const double r = std::pow(a, b);
+      if (std::isnan(r)) Fail("power " + FloatText(a) + " ** " + FloatText(b) + " is not a real number");
+      return ExprValue::Float(r);
+    }
+    Fail("unknown operator `" + op + "`");
+  }
+
+  int64_t IntBinary(const std::string& op, int64_t a, int64_t b) const {
     if (op == "+") return Checked(a, b, '+');
     if (op == "-") return Checked(a, b, '-');
     if (op == "*") return Checked(a, b, '*');
     if (op == "//") return FloorDiv(a, b);
     if (op == "%") return Mod(a, b);
     if (op == "**") return Pow(a, b);
-    if (op == "/") {
-      if (b != 0 && a % b == 0) return a / b;
-      Fail("true division " + std::to_string(a) + " / " + std::to_string(b) + " is not an integer");
-    }
     Fail("unknown operator `" + op + "`");
   }
 
@@ -505,12 +600,18 @@ class Evaluator {
       if (n.children.empty() || n.children[0]->kind != N::Kind::kStr) Fail("Symbol() needs a name");
       return ExprValue::Int(Symbol(n.children[0]->text));
     }
-    std::vector<int64_t> args;
-    for (const auto& c : n.children) args.push_back(IntOf(Eval(*c)));
+    if (f == "Float" && n.children.size() == 1 && n.children[0]->kind == N::Kind::kStr) {
+      return ExprValue::Float(std::strtod(n.children[0]->text.c_str(), nullptr));  // sympy's Float('0.5')
+    }
+    std::vector<ExprValue> values;
+    for (const auto& c : n.children) values.push_back(Number(Eval(*c)));
     auto need = [&](size_t count) {
-      if (args.size() != count) Fail(f + "() takes " + std::to_string(count) + " arguments");
+      if (values.size() != count) Fail(f + "() takes " + std::to_string(count) + " arguments");
     };
-    if (f == "Integer" || f == "CeilToInt" || f == "TruncToInt" || f == "FloorToInt" || f == "int") {
+    if (std::optional<ExprValue> v = FloatCall(f, values, need)) return *v;
+    std::vector<int64_t> args;
+    for (const ExprValue& v : values) args.push_back(IntOf(v));
+    if (f == "Integer") {
       need(1);
       return ExprValue::Int(args[0]);
     }
@@ -544,6 +645,55 @@ class Evaluator {
     Fail("unknown function " + f + "()");
   }
 
+  // The functions that take or give floats (Python's and sympy's spellings); nullopt for the
+  // integer-only ones.
+  template <typename Need>
+  std::optional<ExprValue> FloatCall(const std::string& f, const std::vector<ExprValue>& a, Need need) const {
+    auto rounded = [&](double (*round)(double)) {
+      need(1);
+      if (a[0].kind == ExprValue::Kind::kInt) return a[0];
+      return ExprValue::Int(ToInt(round(a[0].f)));
+    };
+    if (f == "int" || f == "math.trunc" || f == "TruncToInt" || f == "torch.sym_int") return rounded(std::trunc);
+    if (f == "math.floor" || f == "FloorToInt") return rounded(std::floor);
+    if (f == "math.ceil" || f == "CeilToInt") return rounded(std::ceil);
+    if (f == "round" || f == "RoundToInt") return rounded(std::nearbyint);  // half to even, as Python
+    if (f == "float" || f == "torch.sym_float" || f == "ToFloat" || f == "Float") {
+      need(1);
+      return ExprValue::Float(AsDouble(a[0]));
+    }
+    if (f == "IntTrueDiv" || f == "FloatTrueDiv") {
+      need(2);
+      return Binary("/", a[0], a[1]);
+    }
+    if (f == "math.sqrt" || f == "torch.sym_sqrt" || f == "OpaqueUnaryFn_sqrt") {
+      need(1);
+      if (AsDouble(a[0]) < 0) Fail("square root of a negative number");
+      return ExprValue::Float(std::sqrt(AsDouble(a[0])));
+    }
+    const bool any_float = std::any_of(a.begin(), a.end(), [](const ExprValue& v) { return v.kind == ExprValue::Kind::kFloat; });
+    if (!any_float) return std::nullopt;
+    if (f == "Max" || f == "max" || f == "Min" || f == "min") {
+      if (a.empty()) Fail(f + "() of nothing");
+      ExprValue r = a[0];
+      for (const ExprValue& v : a) {
+        const bool take = (f == "Max" || f == "max") ? AsDouble(v) > AsDouble(r) : AsDouble(v) < AsDouble(r);
+        if (take) r = v;
+      }
+      return r;
+    }
+    if (f == "Abs" || f == "abs") {
+      need(1);
+      return ExprValue::Float(std::fabs(a[0].f));
+    }
+    if (f == "Add" || f == "Mul" || f == "Pow") {
+      ExprValue r = a[0];
+      for (size_t i = 1; i < a.size(); ++i) r = Binary(f == "Add" ? "+" : f == "Mul" ? "*" : "**", r, a[i]);
+      return r;
+    }
+    Fail(f + "() of a float");
+  }
+
   const std::string& text_;
   const ExprEnv& env_;
 };
@@ -575,6 +725,7 @@ std::string InfixText(const N& n, int level) {
   };
   switch (n.kind) {
     case N::Kind::kInt: return n.value < 0 ? wrap(std::to_string(n.value), 1) : std::to_string(n.value);
+    case N::Kind::kFloat: return wrap(FloatLiteral(n.fvalue), n.fvalue < 0 ? 1 : 2);
     case N::Kind::kName: return n.text;
     case N::Kind::kStr: return "'" + n.text + "'";
     case N::Kind::kCall:
@@ -608,6 +759,11 @@ std::string InfixText(const N& n, int level) {
 
 }  // namespace
 
+bool IsUnbackedSymbol(const std::string& name) {
+  return name.size() > 1 && name[0] == 'u' &&
+         std::all_of(name.begin() + 1, name.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; });
+}
+
 std::string Expr::Infix() const { return InfixText(*root_, 0); }
 
 Expr Expr::Parse(const std::string& text) {
@@ -625,6 +781,7 @@ ExprValue Expr::EvaluateValue(const ExprEnv& env) const {
 
 int64_t Expr::Evaluate(const ExprEnv& env) const {
   ExprValue v = EvaluateValue(env);
+  if (v.kind == ExprValue::Kind::kFloat) throw ExprError("expression `" + text_ + "`: evaluates to a float, not an integer");
   if (v.kind != ExprValue::Kind::kInt) throw ExprError("expression `" + text_ + "`: does not evaluate to a number");
   return v.i;
 }

@@ -1,12 +1,14 @@
 #include "compiler/program/local_sizes.h"
 
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
 #include "compiler/program/archive.h"
 #include "compiler/program/expr.h"
 #include "compiler/program/plan_edit_error.h"
+#include "compiler/program/shard_flow.h"
 
 namespace weft::program {
 namespace {
@@ -93,6 +95,7 @@ class LocalSizes {
   struct Scoped {
     std::string value, scope, length;
     size_t edit;
+    std::string node;  // "" = every read inside scope
   };
 
   std::string FullLength(const std::string& value, int64_t dim) {
@@ -130,8 +133,8 @@ class LocalSizes {
       const std::string length = FullLength(e.value, e.dim);
       if (length.empty()) continue;  // a constant length: no symbolic size derives from it
       all_lengths_.emplace(length, i);
-      if (!e.after_producer && !(e.scope.empty() && graph_inputs.count(e.value))) {
-        scoped_.push_back({e.value, e.scope, length, i});
+      if (!e.after_producer && !(e.scope.empty() && e.node.empty() && graph_inputs.count(e.value))) {
+        scoped_.push_back({e.value, e.scope, length, i, e.node});
         Remember(e.value, FullLengths{{length, i}}, e.scope, -1);
       } else if (graph_inputs.count(e.value)) {
         shard_[e.value].emplace(length, i);
@@ -157,9 +160,21 @@ class LocalSizes {
     FullLengths of;
     if (auto it = shard_.find(t); it != shard_.end()) of = it->second;
     for (const Scoped& s : scoped_) {
-      if (s.value == t && NodeInModule(p_, n, s.scope)) of.emplace(s.length, s.edit);
+      if (s.value == t && NodeInModule(p_, n, s.scope) && (s.node.empty() || s.node == n.name)) of.emplace(s.length, s.edit);
     }
     return of;
+  }
+
+  // The length of `lengths` that `size` is, with its sign: a length, or its negation (a slice's
+  // end of `-text_len`); nullopt for anything else.
+  std::optional<std::pair<std::string, int64_t>> LengthOf(const SymInt& size, const FullLengths& lengths) {
+    const std::string& length = canonical_.Of(size);
+    if (lengths.count(length)) return std::make_pair(length, int64_t{1});
+    if (length.rfind("-", 0) != 0) return std::nullopt;
+    std::string negated = length.substr(length.rfind("-1*", 0) == 0 ? 3 : 1);
+    if (negated.size() > 2 && negated.front() == '(' && negated.back() == ')') negated = negated.substr(1, negated.size() - 2);
+    if (lengths.count(negated)) return std::make_pair(negated, int64_t{-1});
+    return std::nullopt;
   }
 
   // kArgument edits for every symbolic-int argument of node `index` whose value is one of
@@ -173,19 +188,10 @@ class LocalSizes {
         if (!ref.is_name) continue;
         auto value = p_.sym_int_values.find(ref.name);
         if (value == p_.sym_int_values.end()) continue;
-        // A length, or its negation (a slice's end of `-text_len`).
-        std::string length = canonical_.Of(value->second);
-        int64_t sign = 1;
-        if (lengths.find(length) == lengths.end() && length.rfind("-", 0) == 0) {
-          std::string negated = length.substr(length.rfind("-1*", 0) == 0 ? 3 : 1);
-          if (negated.size() > 2 && negated.front() == '(' && negated.back() == ')') negated = negated.substr(1, negated.size() - 2);
-          if (lengths.count(negated)) {
-            length = negated;
-            sign = -1;
-          }
-        }
+        const std::optional<std::pair<std::string, int64_t>> match = LengthOf(value->second, lengths);
+        if (!match) continue;
+        const auto& [length, sign] = *match;
         auto split = lengths.find(length);
-        if (split == lengths.end()) continue;
         const plan::ProgramEdit& origin = edits_.edits[split->second];
         auto at = local.find(length);
         if (at == local.end()) {
@@ -268,11 +274,14 @@ class LocalSizes {
       }
     }
     if (auto site = attention_.find(n.name); site != attention_.end()) CheckAttentionKeys(n, site->second);
+    TrackFullSizes(n);
+    if (!lengths.empty()) CheckDerivedFullSizes(n, lengths);
     if (!lengths.empty()) {
       const FullLengths carried = lengths;
       for (const std::string& t : full_inputs) {
         if (LocalizeFactory(t, carried)) lengths.insert(shard_[t].begin(), shard_[t].end());
       }
+      SplitWholeOperands(index, carried, full_inputs);
       Localize(index, lengths, local);
       if (auto site = attention_.find(n.name); site != attention_.end() && !local_attention_.count(site->second)) {
         SplitMask(index, site->second);
@@ -304,6 +313,121 @@ class LocalSizes {
         }
         Remember(v, out, "", static_cast<int64_t>(index));
         shard_[v] = std::move(out);
+      }
+    }
+  }
+
+  // An elementwise node that combines a shard with a tensor every rank holds whole along the
+  // shard's length (a RoPE table built from every position, a residual of the stream before its
+  // split, a gate over all tokens): the whole operand is split for this node's read only, as the
+  // plan's split of that length lays it out -- a local slice, no communication (every rank of the
+  // group holds the same tensor). Only a length a split cuts as one stream, found on exactly one
+  // dim of the operand; shard_flow.h then proves the two operands line up (a broadcast that puts
+  // the length on another dim is refused there). A dtype source (type_as's `other`) and the
+  // destination of a copy are not operands.
+  void SplitWholeOperands(size_t index, const FullLengths& carried, const std::vector<std::string>& whole) {
+    const Node& n = p_.nodes[index];
+    if (!IsElementwise(n.target) || n.target == "torch.ops.aten.type_as.default" ||
+        n.target == "torch.ops.aten.copy_.default" || n.target == "torch.ops.aten.copy.default") {
+      return;
+    }
+    for (const std::string& t : whole) {
+      if (localized_.count(t)) continue;
+      const TensorMeta* meta = p_.FindTensor(t);
+      if (meta == nullptr) continue;
+      int64_t dim = -1;
+      size_t split = 0;
+      int found = 0;
+      for (size_t d = 0; d < meta->sizes.size(); ++d) {
+        const std::string& length = canonical_.Of(meta->sizes[d]);
+        auto it = carried.find(length);
+        if (length.empty() || it == carried.end() || all_lengths_.count(length) == 0) continue;
+        dim = static_cast<int64_t>(d);
+        split = it->second;
+        ++found;
+      }
+      if (found != 1) continue;
+      const plan::ProgramEdit& origin = edits_.edits[split];
+      plan::ProgramEdit e;
+      e.kind = Kind::kSplit;
+      e.value = t;
+      e.node = n.name;
+      e.scope = ModuleOf(p_, n);
+      e.dim = dim;
+      e.rank = static_cast<int64_t>(meta->sizes.size());
+      e.uneven = origin.uneven;
+      e.group = origin.group;
+      e.module = origin.module;
+      e.origin = origin.origin;
+      added_.push_back(std::move(e));
+      scoped_.push_back({t, ModuleOf(p_, n), canonical_.Of(meta->sizes[static_cast<size_t>(dim)]), split, n.name});
+    }
+  }
+
+  // The symbolic ints read off a tensor that is whole where they are read, along a dim a split
+  // cuts (`sym_size(pooled_projections, 0)` when the guidance split leaves it whole), and those
+  // computed from them (`b * heads`): the full length, or something derived from it.
+  void TrackFullSizes(const Node& n) {
+    if (n.target == "torch.ops.aten.sym_size.int") {
+      std::string self;
+      int64_t dim = -1;
+      for (const NamedArgument& in : n.inputs) {
+        if (in.name == "self" && in.arg.kind == Argument::Kind::kTensor) self = in.arg.name;
+        if (in.name == "dim" && in.arg.kind == Argument::Kind::kInt) dim = in.arg.i;
+      }
+      if (self.empty() || !ShardOf(n, self).empty()) return;
+      const std::string length = FullLength(self, dim);
+      if (length.empty() || all_lengths_.count(length) == 0) return;
+      for (const std::string& o : SymIntOutputs(n)) full_syms_[o] = {self, length};
+      return;
+    }
+    if (n.target.compare(0, 10, "_operator.") != 0) return;
+    for (const NamedArgument& in : n.inputs) {
+      for (const std::string& v : in.arg.SymbolNames()) {
+        auto it = full_syms_.find(v);
+        if (it == full_syms_.end()) continue;
+        for (const std::string& o : SymIntOutputs(n)) full_syms_[o] = it->second;
+        return;
+      }
+    }
+  }
+
+  static std::vector<std::string> SymIntOutputs(const Node& n) {
+    std::vector<std::string> out;
+    for (const Argument& o : n.outputs) {
+      if (!o.name.empty()) out.push_back(o.name);
+      for (const SymIntRef& r : o.sym_ints) {
+        if (r.is_name) out.push_back(r.name);
+      }
+    }
+    return out;
+  }
+
+  // A node on shards of length L whose size argument is computed from L read off a whole tensor
+  // but is not L itself (repeat_interleave's output_size of `b * heads`): Localize can make L
+  // local, not an expression of it, and the node would run at the full size on a shard -- an
+  // error at run time, or worse, positions of the whole tensor on every rank. Refused, naming the
+  // whole tensor to split.
+  void CheckDerivedFullSizes(const Node& n, const FullLengths& lengths) {
+    for (const NamedArgument& in : n.inputs) {
+      if (in.arg.kind != Argument::Kind::kSymInt && in.arg.kind != Argument::Kind::kSymInts) continue;
+      for (const SymIntRef& ref : in.arg.sym_ints) {
+        if (!ref.is_name) continue;
+        auto full = full_syms_.find(ref.name);
+        if (full == full_syms_.end()) continue;
+        auto split = lengths.find(full->second.length);
+        if (split == lengths.end()) continue;
+        auto value = p_.sym_int_values.find(ref.name);
+        if (value != p_.sym_int_values.end() && LengthOf(value->second, lengths)) continue;  // Localize's
+        const plan::ProgramEdit& origin = edits_.edits[split->second];
+        throw PlanEditError(EditCheck::kFullLengthWithoutShard, origin.origin,
+                            where_ + ": node `" + n.name + "` (" + n.target + ", module `" + ModuleOf(p_, n) +
+                                "`) runs on a shard of the split of " +
+                                (origin.module.empty() ? std::string("the root") : "`" + origin.module + "`") +
+                                RuleAt(origin.origin) + " but its argument `" + in.name + "` is computed from the full length " +
+                                full->second.length + " of `" + full->second.tensor +
+                                "`, which is whole there: split `" + full->second.tensor + "` too",
+                            n.name, ModuleOf(p_, n));
       }
     }
   }
@@ -494,6 +618,10 @@ class LocalSizes {
   std::unordered_map<std::string, size_t> sym_producer_;  // symbolic int -> the node that computes it
   std::unordered_map<std::string, size_t> attention_;     // context-parallel attention node -> its edit
   std::set<std::string> split_masks_;                     // mask + module already split
+  struct FullSize {
+    std::string tensor, length;  // read off `tensor`, whole there, along a dim of `length`
+  };
+  std::unordered_map<std::string, FullSize> full_syms_;
   std::set<size_t> local_attention_;                      // derived attention edits found local
   bool uneven_ = false;
   std::map<std::string, std::vector<Source>> seen_;

@@ -16,7 +16,17 @@
 // computed at run time.
 //
 // A full length that such a node needs but none of its sharded inputs carries is refused, naming
-// the node, its module and the split's rule: nothing local can stand in for it.
+// the node, its module and the split's rule: nothing local can stand in for it. So is a size
+// computed from a full length read off a whole tensor (`2 * sym_size(w, 0)` with w whole) that a
+// node on shards takes: only the length itself can be made local.
+//
+// A whole tensor that an elementwise node combines with a shard, along a dim whose size is the
+// shard's full length and a split length (a RoPE table built from every position, a residual of
+// a stream split later, a timestep embedding left whole under cfg), is sliced for that node's
+// read: a kSplit edit with `node` set, laid out as the split of that length. Every rank of the
+// group holds the same whole tensor, so the slice needs no communication and each rank combines
+// exactly the rows its shard holds; shard_flow.h proves the layouts line up. `weft explain`
+// lists these slices.
 
 #include "compiler/plan/execution_plan.h"
 #include "compiler/program/program.h"

@@ -63,9 +63,9 @@ bool OneOf(const std::string& target, std::initializer_list<std::string_view> op
   return false;
 }
 
-// Ops that compute each output element from the elements at the same (broadcast) index of their
-// tensor inputs: a sharding passes through them unchanged.
-bool Elementwise(const std::string& target) {
+}  // namespace
+
+bool IsElementwise(const std::string& target) {
   // In-place variants (addcmul_.default) compute the same as their out-of-place op.
   std::string t = target;
   const size_t dot = t.rfind('.');
@@ -90,6 +90,8 @@ bool Elementwise(const std::string& target) {
                    "eq.Scalar", "eq.Tensor", "ne.Scalar", "ne.Tensor", "gt.Scalar", "gt.Tensor", "lt.Scalar",
                    "lt.Tensor", "ge.Scalar", "ge.Tensor", "le.Scalar", "le.Tensor", "fill.Tensor", "fill.Scalar"});
 }
+
+namespace {
 
 class ShardFlow {
  public:
@@ -193,10 +195,10 @@ class ShardFlow {
         s.rule = rule(e);
         if (e.after_producer) {
           after_[e.value] = s;
-        } else if (e.scope.empty() && graph_input.count(e.value)) {
+        } else if (e.scope.empty() && e.node.empty() && graph_input.count(e.value)) {
           sharded_[e.value] = s;
         } else {
-          scoped_.push_back({e.value, e.scope, s});
+          scoped_.push_back({e.value, e.scope, e.node, s});
         }
       } else if (e.kind == Kind::kGather) {
         gathers_[e.value] = {rule(e), e.dim};
@@ -458,7 +460,7 @@ class ShardFlow {
   const Sharding* Find(const std::string& v) const {
     if (current_ != nullptr) {
       for (const Scoped& s : scoped_) {
-        if (s.value != v || !NodeInModule(p_, *current_, s.scope)) continue;
+        if (s.value != v || !NodeInModule(p_, *current_, s.scope) || (!s.node.empty() && s.node != current_->name)) continue;
         if (auto already = sharded_.find(v); already != sharded_.end()) {
           RefuseSecondSplit(*current_, v, s.sharding, already->second);
         }
@@ -560,7 +562,7 @@ class ShardFlow {
       if (size != nullptr && size->kind != AK::kNone) Refuse(EditCheck::kTpUnsupportedOperator, n, in[0].first, in[0].second, "asserts the full sizes");
       return;
     }
-    if (Elementwise(t)) return Pointwise(n);
+    if (IsElementwise(t)) return Pointwise(n);
     const auto& [value, s] = in[0];
     if (OneOf(t, {"outer.default"})) {  // out[i, j] = self[i] * vec2[j]
       if (in.size() > 1) Refuse(EditCheck::kTpReducesShardedDim, n, in[1].first, in[1].second, "both factors are sharded");
@@ -576,6 +578,13 @@ class ShardFlow {
       const Sharding& st = *Find(self);
       if (d == st.dim) Refuse(EditCheck::kTpReducesShardedDim, n, self, st, "it picks indices along the sharded dim");
       return Set(outs[0], st.dim, st.blocks, st.rule);
+    }
+    if (OneOf(t, {"index.Tensor"})) return Index(n, value, s);
+    // x.new_zeros(size) reads only x's dtype and device: its output is whole, or a shard when
+    // sized by a split's local length (LocalLengthFactory, after this node).
+    if (OneOf(t, {"new_zeros.default", "new_ones.default", "new_empty.default", "new_full.default"}) &&
+        in.size() == 1 && TensorArg(n, "self") == in[0].first) {
+      return;
     }
     if (in.size() > 1 && !OneOf(t, {"cat.default", "concat.default", "stack.default", "scaled_dot_product_attention.default",
                                      "rms_norm.default"})) {
@@ -705,6 +714,34 @@ class ShardFlow {
       return Set(out, 0, s.blocks, s.rule);
     }
     Refuse(EditCheck::kTpUnsupportedOperator, n, value, s, "weft does not follow a sharding through this operator");
+  }
+
+  // self[..., idx, ...]: one index tensor at position k (the others None). Its result holds
+  // self's dims before k, then idx's dims, then self's after k. A whole table looked up at
+  // sharded indices (RoPE frequencies at a split's positions) is sharded as the indices are; a
+  // sharded self indexed along another dim keeps its sharding, moved by the index's rank.
+  void Index(const Node& n, const std::string& value, const Sharding& s) {
+    const std::string self = TensorArg(n, "self");
+    const Argument* indices = Arg(n, "indices");
+    const std::string out = Outputs(n).empty() ? std::string() : Outputs(n)[0];
+    std::string idx;
+    int64_t k = -1;
+    if (indices != nullptr && (indices->kind == AK::kOptionalTensors || indices->kind == AK::kTensors)) {
+      for (size_t i = 0; i < indices->names.size(); ++i) {
+        if (indices->names[i].empty()) continue;
+        if (!idx.empty()) Refuse(EditCheck::kTpUnsupportedOperator, n, value, s, "it indexes with several tensors at once");
+        idx = indices->names[i];
+        k = static_cast<int64_t>(i);
+      }
+    }
+    if (idx.empty()) Refuse(EditCheck::kTpUnsupportedOperator, n, value, s, "it indexes with no index tensor");
+    const Sharding* ss = Find(self);
+    if (const Sharding* si = Find(idx)) {
+      if (ss != nullptr) Refuse(EditCheck::kTpReducesShardedDim, n, idx, *si, "both the table and the indices are sharded");
+      return Set(out, k + si->dim, si->blocks, si->rule);
+    }
+    if (ss->dim == k) Refuse(EditCheck::kTpReducesShardedDim, n, self, *ss, "it picks indices along the sharded dim");
+    return Set(out, ss->dim < k ? ss->dim : ss->dim - 1 + Rank(idx), ss->blocks, ss->rule);
   }
 
   void Linear(const Node& n) {
@@ -1128,7 +1165,7 @@ class ShardFlow {
   }
 
   struct Scoped {
-    std::string value, scope;
+    std::string value, scope, node;  // node: "" = every read inside scope
     Sharding sharding;
   };
 

@@ -29,7 +29,7 @@
 // Anything else a sharding meets is refused (PlanEditError naming the node, its module and the
 // rule the sharding comes from): a reduction, softmax or norm over the sharded dim, a reshape
 // that merges it with the dim before it, a slice or split inside a block, a sharded tensor mixed
-// with a whole one along it, attention over split keys that the plan leaves local, Q/K/V sharded
+// with a whole one along it (unless local_sizes.h sliced the whole one for that node), attention over split keys that the plan leaves local, Q/K/V sharded
 // unalike over heads, a colwise output reaching a Linear whose weight is whole, a rowwise Linear
 // whose input is not sharded as its weight is, an operator the rewrite does not know, a sharded
 // value reaching the program's output, a gather of a value no split reaches.
@@ -42,6 +42,10 @@
 #include "compiler/program/program.h"
 
 namespace weft::program {
+
+// Ops that compute each output element from the elements at the same (broadcast) index of their
+// tensor inputs: a sharding passes through them unchanged.
+bool IsElementwise(const std::string& target);
 
 // Appends to `edits` the tensor-parallel edits of `plan` (a no-op without a tp axis or TP steps).
 // Throws PlanEditError as described above.

@@ -51,20 +51,23 @@ class Suggester {
  public:
   explicit Suggester(const Program& p) : p_(p) {}
 
-  // SplitWhereMade: back from `value` along `dim` to the nearest boundary.
-  std::optional<SuggestedSplit> WhereMade(std::string value, int64_t dim) {
+  // SplitsWhereMade: back from `value` along `dim`, every boundary on the way.
+  std::vector<SuggestedSplit> WhereMade(std::string value, int64_t dim) {
     IndexNodes();
     IndexBoundaries();
+    std::vector<SuggestedSplit> out;
     for (size_t step = 0; step < kMaxTrace; ++step) {
       const std::string key = DimKey(value, dim);
-      if (key.empty()) return std::nullopt;
+      if (key.empty()) return out;
       if (boundaries_.count(value)) {
         std::vector<SuggestedSplit> at =
             SplitsAt(value, dim, TokenWhy(value, dim, "this value") + "; a split it meets needs it split alike");
-        if (!at.empty()) return at.front();
+        if (!at.empty()) out.push_back(at.front());
       }
       const Node* n = Producer(value);
-      if (n == nullptr) return std::nullopt;
+      // An attention's output is aligned with its queries, but a split before it changes what
+      // the attention is (context-parallel or not): the walk ends there.
+      if (n == nullptr || Is(*n, {"scaled_dot_product_attention.default"})) return out;
       // The input that carries the dim: same size (aligned from the right for broadcasts).
       std::string next;
       int64_t next_dim = -1;
@@ -85,11 +88,11 @@ class Suggester {
         }
         if (!next.empty()) break;
       }
-      if (next.empty()) return std::nullopt;
+      if (next.empty()) return out;
       value = next;
       dim = next_dim;
     }
-    return std::nullopt;
+    return out;
   }
 
   Suggestion Run() {
@@ -1095,7 +1098,7 @@ void Suggestion::Refuse(const SuggestedSplit& x) {
 
 Suggestion SuggestPlan(const Program& program) { return Suggester(program).Run(); }
 
-std::optional<SuggestedSplit> SplitWhereMade(const Program& program, const std::string& value, int64_t dim) {
+std::vector<SuggestedSplit> SplitsWhereMade(const Program& program, const std::string& value, int64_t dim) {
   return Suggester(program).WhereMade(value, dim);
 }
 

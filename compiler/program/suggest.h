@@ -111,10 +111,11 @@ struct Suggestion {
 // names them and how to export them dynamic).
 Suggestion SuggestPlan(const Program& program);
 
-// Where to split `value` along `dim` so that it lines up with a split it meets: the nearest module
-// boundary it is computed from (through layout ops and elementwise ops, following the dim by its
-// size), as a split of that boundary; nullopt when the dim cannot be followed to one.
-std::optional<SuggestedSplit> SplitWhereMade(const Program& program, const std::string& value, int64_t dim);
+// Where to split `value` along `dim` so that it lines up with a split it meets: the module
+// boundaries it is computed from (through layout ops and elementwise ops, following the dim by its
+// size, up to an attention, whose queries it does not trace), each as a split of that boundary,
+// nearest first; empty when the dim cannot be followed to one.
+std::vector<SuggestedSplit> SplitsWhereMade(const Program& program, const std::string& value, int64_t dim);
 
 // One line of a rendered plan that comes from a rule (for mapping a checker's diagnostic back).
 struct RenderedRule {

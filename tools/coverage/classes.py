@@ -159,8 +159,9 @@ def _(c, g):
        max_num_gist_tokens=8, gist_step=4, gist_min_text_len=4, gist_max_text_len=16, axes_dims=(4, 6, 6),
        axes_lens=(64, 32, 32))
 def _(c, g):
-    return dict(hidden_states=g.f(B, 4, 8, 8), timestep=g.t(1.0), encoder_hidden_states=g.f(B, 2, 12, 16),
-                encoder_attention_mask=g.mask(12).bool())
+    # No text mask, as the pipeline passes when no prompt is padded (it drops an all-true mask): the gist
+    # count then follows from the text length (which the program fixes), not from lengths read out of a mask.
+    return dict(hidden_states=g.f(B, 4, 8, 8), timestep=g.t(1.0), encoder_hidden_states=g.f(B, 2, 12, 16))
 
 
 _FLUXLIKE = dict(patch_size=1, in_channels=16, num_layers=1, num_single_layers=1, attention_head_dim=16,
@@ -219,11 +220,14 @@ entry("CogView4Transformer2DModel", rope_axes_dim=(16, 16), **_COGVIEW)(_cogview
 
 @entry("CosmosTransformer3DModel", in_channels=4, out_channels=4, num_attention_heads=2, attention_head_dim=16,
        num_layers=1, text_embed_dim=16, adaln_lora_dim=8, max_size=(4, 16, 16), patch_size=(1, 2, 2),
-       crossattn_proj_in_channels=16, encoder_hidden_states_channels=16)
+       crossattn_proj_in_channels=16, encoder_hidden_states_channels=16, extra_pos_embed_type=None)
 def _(c, g):
+    # No learnable positional embedding, as the Cosmos 2.0 and 2.5 checkpoints (1.0's scales by np.sqrt of
+    # a token count, which numpy cannot take of a symbolic size). The pipelines' padding mask: one for the
+    # batch (the forward repeats it), at the image's pixel size, which the forward resizes to the latents'.
     import torch
     return dict(hidden_states=g.f(B, 4, 2, 8, 8), timestep=g.t(1.0), encoder_hidden_states=g.f(B, 8, 16),
-                padding_mask=torch.zeros(B, 1, 8, 8))
+                padding_mask=torch.zeros(1, 1, 64, 64))
 
 
 @entry("DiTTransformer2DModel", num_attention_heads=2, attention_head_dim=8, in_channels=4, num_layers=1,

@@ -73,6 +73,46 @@ TEST(ExprTest, ErrorsNameWhatIsWrong) {
   EXPECT_THROW(Expr::Parse("a $ b"), ExprError);
 }
 
+// Guards on derived floats, as torch.export writes them (DiT, EasyAnimate at diffusers 0.42.1):
+// Python's semantics -- `/` gives a float, a float operand makes the operation float, int() and
+// math.trunc truncate toward zero, round() rounds half to even.
+TEST(ExprTest, FloatGuardsFollowPython) {
+  auto env = Env({}, {{"hidden_states", ExprValue::Tensor({1, 4, 8, 8})}, {"video", ExprValue::Tensor({1, 4, 2, 8, 12})}});
+  EXPECT_EQ(Expr::Parse("math.trunc(torch.sym_float((L['hidden_states'].size()[3] // 2)*(L['hidden_states'].size()[2] // 2)) ** 0.5) == 4")
+                .Evaluate(env), 1);
+  EXPECT_EQ(Expr::Parse("((L['video'].size()[3] // 2) / (L['video'].size()[4] // 2)) > 0.6666666666666666").Evaluate(env), 0);
+  EXPECT_EQ(Expr::Parse("((L['video'].size()[3] // 2) / (L['video'].size()[4] // 2)) > 0.6").Evaluate(env), 1);
+  EXPECT_EQ(Expr::Parse("7 / 2 == 3.5").Evaluate(Env({})), 1);
+  EXPECT_EQ(Expr::Parse("int(-7 / 2)").Evaluate(Env({})), -3);
+  EXPECT_EQ(Expr::Parse("math.floor(-7 / 2)").Evaluate(Env({})), -4);
+  EXPECT_EQ(Expr::Parse("math.ceil(7 / 2)").Evaluate(Env({})), 4);
+  EXPECT_EQ(Expr::Parse("round(2.5) + round(3.5)").Evaluate(Env({})), 6);
+  EXPECT_EQ(Expr::Parse("TruncToInt(IntTrueDiv(Symbol('s0'), Integer(3)))").Evaluate(Env({{"s0", 10}})), 3);
+  EXPECT_EQ(Expr::Parse("1e-05 < 0.001 and 2.5e+1 == 25").Evaluate(Env({})), 1);
+  EXPECT_EQ(Expr::Parse("-7.5 // 2 == -4").Evaluate(Env({})), 1);
+  EXPECT_EQ(Expr::Parse("max(2, 2.5) == 2.5").Evaluate(Env({})), 1);
+  // `x.size()` after a name is still a method; only a digit after `.` makes a float.
+  EXPECT_EQ(Expr::Parse("L['video'].size()[4]").Evaluate(env), 12);
+}
+
+TEST(ExprTest, FloatErrorsNameWhatIsWrong) {
+  auto fails = [](const std::string& text, const std::string& expected) {
+    try {
+      Expr::Parse(text).Evaluate(Env({}));
+      ADD_FAILURE() << text << " did not fail";
+    } catch (const ExprError& e) {
+      EXPECT_EQ(std::string(e.what()), expected);
+    }
+  };
+  fails("7 / 2", "expression `7 / 2`: evaluates to a float, not an integer");
+  fails("3 / 0", "expression `3 / 0`: division by zero");
+  fails("int(1e300)", "expression `int(1e300)`: the float 1.0000000000000001e+300 is no 64-bit integer");
+  fails("(-8) ** 0.5", "expression `(-8) ** 0.5`: power -8 ** 0.5 is not a real number");
+  fails("FloorDiv(Symbol('s0'), 2.5)", "expression `FloorDiv(Symbol('s0'), 2.5)`: symbol s0 has no value (no input determines it)");
+  fails("Mod(7, 2.5)", "expression `Mod(7, 2.5)`: Mod() of a float");
+  fails("math.gamma(3)", "expression `math.gamma(3)`: unknown function math.gamma()");
+}
+
 // Nesting that would overflow the stack (issue 28 defect 5: 5,000 deep segfaulted `weft program`,
 // `weft check` and `weft-run`) is an ExprError naming the bound; nesting at the bound reads.
 std::string ParseError(const std::string& text) {

@@ -246,6 +246,117 @@ TEST(LocalSizes, RefusesAMaskNotLaidOutWithItsKeys) {
 }
 
 
+// A whole tensor combined with a shard along the shard's length (a RoPE table): sliced for that
+// node's read only -- one kSplit edit naming the node -- and the dataflow then passes.
+TEST(LocalSizes, SlicesAWholeOperandWhereItMeetsAShard) {
+  Builder b(/*bare=*/true);
+  b.Input("x", {2, 8}, InputSpec::Kind::kUserInput, "");
+  b.p.tensor_values["x"].sizes[1] = Sym("s0", 8);
+  b.Input("t", {8}, InputSpec::Kind::kUserInput, "");
+  b.p.tensor_values["t"].sizes[0] = Sym("s0", 8);
+  b.Add("y", "mul.Tensor", {In("self", Tensor("x")), In("other", Tensor("t"))}, {2, 8});
+  b.p.tensor_values["y"].sizes[1] = Sym("s0", 8);
+  b.Add("z", "add.Tensor", {In("self", Tensor("t")), In("other", Tensor("t"))}, {8});  // t whole here
+  b.Output("y");
+  b.Output("z");
+  plan::ProgramEdits edits = SplitX(1);
+  plan::ProgramEdit gather;
+  gather.kind = plan::ProgramEdit::Kind::kGather;
+  gather.value = "y";
+  gather.dim = 1;
+  gather.rank = 2;
+  gather.origin = plan::Origin{"plan.weft", 6, 3, false};
+  edits.edits.push_back(gather);
+  AddLocalSizeEdits(b.p, edits);
+  ASSERT_EQ(edits.edits.size(), 3u);
+  const plan::ProgramEdit& slice = edits.edits[2];
+  EXPECT_EQ(slice.kind, plan::ProgramEdit::Kind::kSplit);
+  EXPECT_EQ(slice.value, "t");
+  EXPECT_EQ(slice.node, "y");
+  EXPECT_EQ(slice.dim, 0);
+  EXPECT_EQ(slice.origin.line, 5u);  // the split whose shard it meets
+  CheckSplitDataflow(Mesh(plan::kUlyssesAxis), b.p, edits);  // passes: `z` still reads t whole
+}
+
+// The shard's length on two dims of the whole operand (a (s0, s0) table): which one lines up
+// cannot be read off the sizes, so it is not sliced and the dataflow refuses it as before.
+TEST(LocalSizes, LeavesAnOperandWithTheLengthOnTwoDimsWhole) {
+  Builder b(/*bare=*/true);
+  b.Input("x", {8, 8}, InputSpec::Kind::kUserInput, "");
+  b.p.tensor_values["x"].sizes[1] = Sym("s0", 8);
+  b.Input("t", {8, 8}, InputSpec::Kind::kUserInput, "");
+  b.p.tensor_values["t"].sizes = {Sym("s0", 8), Sym("s0", 8)};
+  b.Add("y", "mul.Tensor", {In("self", Tensor("x")), In("other", Tensor("t"))}, {8, 8});
+  b.Output("y");
+  plan::ProgramEdits edits = SplitX(1);
+  AddLocalSizeEdits(b.p, edits);
+  EXPECT_EQ(edits.edits.size(), 1u);
+  ExpectRefused([&] { CheckSplitDataflow(Mesh(plan::kUlyssesAxis), b.p, edits); }, EditCheck::kCpSplitMixedWithWhole,
+                "program: a context-parallel split cannot pass node `y` (mul.Tensor) at the root: it combines the "
+                "sharded tensor with `t`, which is whole along the sharded dim; it reads `x`, split along dim 1 in "
+                "blocks [8]; its split comes from the plan's rule for the root (rule at plan.weft:5:5)");
+}
+
+// A size computed from the full length read off a whole tensor (`2 * sym_size(w, 0)`), given to
+// a node on shards of that length: refused, naming the whole tensor (HunyuanVideo's
+// repeat_interleave of the branches' mask when pooled_projections is left whole).
+TEST(LocalSizes, RefusesASizeDerivedFromAWholeTensorsFullLength) {
+  Builder b(/*bare=*/true);
+  b.Input("x", {8, 4}, InputSpec::Kind::kUserInput, "");
+  b.p.tensor_values["x"].sizes[0] = Sym("s0", 8);
+  b.Input("w", {8, 2}, InputSpec::Kind::kUserInput, "");
+  b.p.tensor_values["w"].sizes[0] = Sym("s0", 8);
+  Argument size_of_w;
+  size_of_w.kind = AK::kSymInt;
+  size_of_w.name = "n";
+  b.Add("n_node", "sym_size.int", {In("self", Tensor("w")), In("dim", Int(0))}, {});
+  b.p.nodes.back().target = "torch.ops.aten.sym_size.int";
+  b.p.nodes.back().outputs = {size_of_w};
+  b.p.sym_int_values["n"] = Sym("s0", 8);
+  Node twice;
+  twice.name = "m_node";
+  twice.target = "_operator.mul";
+  Argument n_ref;
+  n_ref.kind = AK::kSymInt;
+  n_ref.sym_ints = {SymIntRef{true, "n", 0}};
+  twice.inputs = {In("a", n_ref), In("b", Int(2))};
+  Argument m_out;
+  m_out.kind = AK::kSymInt;
+  m_out.name = "m";
+  twice.outputs = {m_out};
+  b.p.nodes.push_back(twice);
+  b.p.sym_int_values["m"] = SymInt{true, 16, "Mul(Integer(2), Symbol('s0', positive=True, integer=True))"};
+  Argument m_ref;
+  m_ref.kind = AK::kSymInt;
+  m_ref.sym_ints = {SymIntRef{true, "m", 0}};
+  b.Add("r", "repeat_interleave.self_int",
+        {In("self", Tensor("x")), In("repeats", Int(2)), In("dim", Int(0)), In("output_size", m_ref)}, {16, 4});
+  b.Output("r");
+  plan::ProgramEdits edits = SplitX(0);
+  ExpectRefused([&] { AddLocalSizeEdits(b.p, edits); }, EditCheck::kFullLengthWithoutShard,
+                "program: node `r` (torch.ops.aten.repeat_interleave.self_int, module ``) runs on a shard of the "
+                "split of the root (rule at plan.weft:5:5) but its argument `output_size` is computed from the full "
+                "length s0 of `w`, which is whole there: split `w` too");
+}
+
+// A whole table indexed at sharded positions (Kandinsky's RoPE at a split's arange): the result
+// is sharded as the positions are, along the dim the index lands on.
+TEST(ShardFlow, IndexAtShardedPositionsIsSharded) {
+  Builder b(/*bare=*/true);
+  b.Input("x", {8}, InputSpec::Kind::kUserInput, "");
+  b.Input("table", {16, 4}, InputSpec::Kind::kUserInput, "");
+  Argument indices;
+  indices.kind = AK::kOptionalTensors;
+  indices.names = {"x"};
+  b.Add("rows", "index.Tensor", {In("self", Tensor("table")), In("indices", indices)}, {8, 4});
+  b.Add("s", "sum.dim_IntList", {In("self", Tensor("rows")), In("dim", Ints({0}))}, {4});
+  b.Output("s");
+  ExpectSplitRefused(b.p, EditCheck::kCpReducesSplitDim,
+      "program: a context-parallel split cannot pass node `s` (sum.dim_IntList) at the root: it reduces over "
+      "the sharded dim; it reads `rows`, split along dim 0 in blocks [8]; its split comes from the plan's rule "
+      "for the root (rule at plan.weft:5:5)");
+}
+
 // Weights sliced over ranks: a parameter of block `blocks.0` that a node of `blocks.1` reads too
 // (tied) would be freed under it; refused naming the parameter, both modules and the node.
 TEST(WeightSlices, TiedParameterIsRefusedNamingBothModules) {
