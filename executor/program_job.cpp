@@ -183,8 +183,8 @@ Inputs MakeInputs(const program::Program& p, const std::string& workload, uint64
 void PlaceInputs(const program::Program& p, nn::Args& args, std::optional<c10::Device> device) {
   const std::vector<program::FlatInput> flat = program::FlattenInputs(p);
   for (const program::FlatInput& f : flat) {
-    if (!args.Has(f.arg)) continue;
-    nn::Value& v = args.Get(f.arg);
+    if (!args.Has(f.key)) continue;
+    nn::Value& v = args.Get(f.key);
     auto* t = std::get_if<at::Tensor>(&v);
     if (t == nullptr) continue;
     const program::Argument& graph_input = p.inputs[f.graph_input];
@@ -194,7 +194,7 @@ void PlaceInputs(const program::Program& p, nn::Args& args, std::optional<c10::D
     // float one, a mask as int or bool -- is converted to the dtype the program takes there; a
     // floating value where it takes an integer would lose its fraction, and is refused by name.
     if (want && t->scalar_type() != *want && t->is_floating_point() && !at::isFloatingType(*want)) {
-      throw ExecError("input `" + f.arg + "` is " + c10::toString(t->scalar_type()) + " but the program " + p.Where() +
+      throw ExecError("input `" + f.key + "` is " + c10::toString(t->scalar_type()) + " but the program " + p.Where() +
                       " takes " + c10::toString(*want) + " there");
     }
     if (device.has_value()) {
@@ -216,7 +216,7 @@ std::vector<at::Tensor> Forward(interp::ProgramModel& model, const nn::Args& arg
 
 std::vector<program::InputDesc> Describe(const program::Program& p, const Inputs& in) {
   std::vector<program::InputDesc> out;
-  for (const std::string& name : p.ForwardArgNames()) {
+  for (const std::string& name : program::InputKeys(program::FlattenInputs(p))) {
     program::InputDesc d;
     d.name = name;
     if (in.args.Has(name)) {

@@ -20,7 +20,10 @@ Every module's call signature is preserved, so weft sees each module's inputs an
 
 Inputs files are safetensors keyed by forward-argument name; non-tensor arguments (ints, floats,
 lists and tuples such as QwenImage's `img_shapes` or LTX's `num_frames`) are one JSON object under
-the metadata key `weft.args`. `weft-run --inputs` reads the same file.
+the metadata key `weft.args`. A tensor inside a list, tuple or dict argument (ZImage's list of
+latents `x`, a (cos, sin) RoPE tuple) is an entry of its own named by its path -- `x[0]`,
+`video_rotary_emb[1]`, `added_cond_kwargs['resolution']` -- and the rest of the argument, if any,
+is JSON with null where the tensors go. `weft-run --inputs` reads the same file.
 
 Besides torch's own entries, the archive carries `extra/weft.json` (format `weft.program/1`): the
 model class and config, the named config values plans use, each module class's forward signature,
@@ -38,6 +41,7 @@ import io
 import json
 import logging
 import os
+import re
 import sys
 import time
 import zipfile
@@ -210,31 +214,103 @@ def symbolic_shims():
 # ----------------------------------------------------------------------------------------------
 # Inputs
 
+LEAF_PATH = re.compile(r"\[(\d+)\]|\['([^']*)'\]")
+
+
+def leaf_path(key):
+    """`x[0]['a']` -> ("x", [0, "a"]); a plain name -> (name, [])."""
+    at = key.find("[")
+    if at < 0:
+        return key, []
+    steps, pos = [], at
+    while pos < len(key):
+        m = LEAF_PATH.match(key, pos)
+        if not m:
+            raise SystemExit("export_program: input entry %r: expected [N] or ['key'] at %r" % (key, key[pos:]))
+        steps.append(int(m.group(1)) if m.group(1) is not None else m.group(2))
+        pos = m.end()
+    return key[:at], steps
+
+
+def place(container, steps, value):
+    """Puts `value` at `steps` inside `container`, growing lists and making dicts on the way."""
+    for i, step in enumerate(steps):
+        if isinstance(step, int):
+            while len(container) <= step:
+                container.append(None)
+        if i == len(steps) - 1:
+            container[step] = value
+            return
+        if (container[step] if isinstance(step, int) else container.get(step)) is None:
+            container[step] = [] if isinstance(steps[i + 1], int) else OrderedDict()
+        container = container[step]
+
+
 def read_inputs_file(path):
-    """Tensors by argument name plus the JSON object under `weft.args` (non-tensor arguments)."""
+    """Arguments by name: the tensor entries (those named by a path, `x[0]`, put back inside their
+    list or dict) and the JSON object under `weft.args` (non-tensor arguments)."""
     from safetensors import safe_open
-    tensors = OrderedDict()
+    entries = OrderedDict()
     with safe_open(path, framework="pt") as f:
         meta = f.metadata() or {}
         for key in f.keys():
-            tensors[key] = f.get_tensor(key)
+            entries[key] = f.get_tensor(key)
     args = json.loads(meta[ARGS_KEY], object_pairs_hook=OrderedDict) if ARGS_KEY in meta else {}
     if not isinstance(args, dict):
         raise SystemExit("export_program: %s: metadata %s is not a JSON object" % (path, ARGS_KEY))
     args = OrderedDict((k, plain_dicts(v)) for k, v in args.items())
-    for name in args:
-        if name in tensors:
-            raise SystemExit("export_program: %s: %s is both a tensor and in %s" % (path, name, ARGS_KEY))
+    tensors = OrderedDict()
+    for key, t in entries.items():
+        name, steps = leaf_path(key)
+        if not steps:
+            if name in args:
+                raise SystemExit("export_program: %s: %s is both a tensor and in %s" % (path, name, ARGS_KEY))
+            tensors[name] = t
+            continue
+        holder = args if name in args else tensors
+        if name not in holder:
+            holder[name] = [] if isinstance(steps[0], int) else OrderedDict()
+        place(holder[name], steps, t)
     return tensors, args
 
 
+def split_tensors(name, v, out):
+    """`v` with every tensor inside it moved to `out[path]`, None left in its place."""
+    import torch
+    if isinstance(v, torch.Tensor):
+        out[name] = v.contiguous()
+        return None
+    if isinstance(v, (list, tuple)):
+        return [split_tensors("%s[%d]" % (name, i), x, out) for i, x in enumerate(v)]
+    if isinstance(v, dict):
+        return OrderedDict((k, split_tensors("%s['%s']" % (name, k), x, out)) for k, x in v.items())
+    return v
+
+
+def has_value(v):
+    """Whether `v` (a split_tensors skeleton) holds anything but the None of a moved tensor."""
+    if isinstance(v, list):
+        return any(has_value(x) for x in v)
+    if isinstance(v, dict):
+        return any(has_value(x) for x in v.values())
+    return v is not None
+
+
 def write_inputs_file(path, kwargs):
-    """The inverse of read_inputs_file: tensors as entries, everything else under `weft.args`."""
+    """The inverse of read_inputs_file: tensors as entries (those inside lists and dicts by their
+    path), everything else under `weft.args`."""
     import torch
     from safetensors.torch import save_file
-    tensors = {k: v.contiguous() for k, v in kwargs.items() if isinstance(v, torch.Tensor)}
-    args = OrderedDict((k, plain_json(v)) for k, v in kwargs.items() if not isinstance(v, torch.Tensor))
-    save_file(tensors, path, metadata={ARGS_KEY: json.dumps(args)} if args else None)
+    tensors, args = OrderedDict(), OrderedDict()
+    for k, v in kwargs.items():
+        if isinstance(v, torch.Tensor):
+            tensors[k] = v.contiguous()
+            continue
+        before = len(tensors)
+        skeleton = split_tensors(k, v, tensors)
+        if len(tensors) == before or has_value(skeleton):  # not only tensors (an empty list too)
+            args[k] = plain_json(skeleton)
+    save_file(dict(tensors), path, metadata={ARGS_KEY: json.dumps(args)} if args else None)
 
 
 def plain_json(v):
@@ -285,15 +361,21 @@ def plain_dicts(v):
 
 
 def describe_inputs(kwargs):
-    """Concrete input shapes (tensors) and values (the rest) of one workload, for the manifest."""
+    """Concrete input shapes (tensors, those inside lists and dicts by their path) and values (the
+    rest) of one workload, for the manifest."""
     import torch
     from export_graph import dtype_name
     out = OrderedDict()
     for k, v in kwargs.items():
         if isinstance(v, torch.Tensor):
             out[k] = OrderedDict(shape=list(v.shape), dtype=dtype_name(v.dtype))
-        else:
-            out[k] = OrderedDict(value=plain_json(v))
+            continue
+        inner = OrderedDict()
+        skeleton = split_tensors(k, v, inner)
+        for path, t in inner.items():
+            out[path] = OrderedDict(shape=list(t.shape), dtype=dtype_name(t.dtype))
+        if not inner or has_value(skeleton):
+            out[k] = OrderedDict(value=plain_json(skeleton))
     return out
 
 

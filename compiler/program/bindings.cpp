@@ -65,6 +65,37 @@ ExprValue FromJson(const Json& v) {
 
 std::string DimName(const std::string& arg, size_t dim) { return arg + ".size(" + std::to_string(dim) + ")"; }
 
+// A list or tuple argument whose tensors were given one by one (`x[0]`, `x[1]`), rebuilt as the
+// guards read it (`L['x'][0].size()[1]`); nullopt when none of them was given.
+std::optional<ExprValue> TensorsGivenApart(const std::vector<FlatInput>& flat,
+                                           const std::map<std::string, const InputDesc*>& given, const std::string& arg) {
+  ExprValue root = ExprValue::List({});
+  bool any = false;
+  for (const FlatInput& f : flat) {
+    if (f.arg != arg || f.key == f.arg || f.index.empty()) continue;
+    auto g = given.find(f.key);
+    if (g == given.end() || !g->second->tensor) continue;
+    ExprValue* at = &root;
+    for (size_t i = 0; i < f.index.size(); ++i) {
+      if (at->kind != ExprValue::Kind::kList) *at = ExprValue::List({});
+      if (at->list.size() <= f.index[i]) at->list.resize(f.index[i] + 1, ExprValue::List({}));
+      at = &at->list[f.index[i]];
+    }
+    *at = ExprValue::Tensor(g->second->shape);
+    any = true;
+  }
+  if (!any) return std::nullopt;
+  return root;
+}
+
+void SetKeys(const Program& program, std::vector<FlatInput>& leaves) {
+  for (FlatInput& f : leaves) {
+    f.tensor = program.inputs[f.graph_input].kind == Argument::Kind::kTensor &&
+               program.input_specs[f.graph_input].kind == InputSpec::Kind::kUserInput;
+    f.key = f.tensor && !f.index.empty() ? f.path : f.arg;
+  }
+}
+
 }  // namespace
 
 std::vector<FlatInput> FlattenInputs(const Program& program) {
@@ -86,6 +117,7 @@ std::vector<FlatInput> FlattenInputs(const Program& program) {
       f.path = f.arg;
       leaves.push_back(std::move(f));
     }
+    SetKeys(program, leaves);
     return leaves;
   }
   const TreeSpec& spec = root->in_spec;
@@ -109,7 +141,16 @@ std::vector<FlatInput> FlattenInputs(const Program& program) {
                        " leaves but the graph " + std::to_string(user.size()) + " user inputs");
   }
   for (size_t i = 0; i < leaves.size(); ++i) leaves[i].graph_input = user[i];
+  SetKeys(program, leaves);
   return leaves;
+}
+
+std::vector<std::string> InputKeys(const std::vector<FlatInput>& flat) {
+  std::vector<std::string> keys;
+  for (const FlatInput& f : flat) {
+    if (std::find(keys.begin(), keys.end(), f.key) == keys.end()) keys.push_back(f.key);
+  }
+  return keys;
 }
 
 std::optional<int64_t> Bindings::Symbol(const std::string& name) const {
@@ -146,19 +187,22 @@ Bindings Bindings::Bind(const Program& program, const std::vector<InputDesc>& in
   std::map<std::string, const InputDesc*> given;
   for (const InputDesc& d : inputs) given[d.name] = &d;
   const std::vector<FlatInput> flat = FlattenInputs(program);
-  std::vector<std::string> arg_names;
-  for (const FlatInput& f : flat) {
-    if (arg_names.empty() || arg_names.back() != f.arg) arg_names.push_back(f.arg);
-  }
+  const std::vector<std::string> keys = InputKeys(flat);
   auto list = [&]() {
     std::string s;
-    for (const std::string& n : arg_names) s += (s.empty() ? "" : ", ") + n;
+    for (const std::string& n : keys) s += (s.empty() ? "" : ", ") + n;
     return s;
   };
   for (const InputDesc& d : inputs) {
-    bool known = false;
-    for (const std::string& n : arg_names) known = known || n == d.name;
-    if (!known) throw ProgramError(where + ": the program has no forward argument `" + d.name + "` (it takes " + list() + ")");
+    if (std::find(keys.begin(), keys.end(), d.name) != keys.end()) continue;
+    std::string elements;
+    for (const FlatInput& f : flat) {
+      if (f.arg == d.name && f.key != f.arg) elements += (elements.empty() ? "" : ", ") + f.key;
+    }
+    if (!elements.empty()) {
+      throw ProgramError(where + ": forward argument `" + d.name + "` holds tensors, each given on its own: " + elements);
+    }
+    throw ProgramError(where + ": the program has no forward argument `" + d.name + "` (it takes " + list() + ")");
   }
 
   Bindings b;
@@ -189,37 +233,35 @@ Bindings Bindings::Bind(const Program& program, const std::vector<InputDesc>& in
   for (const FlatInput& f : flat) {
     const InputSpec& spec = program.input_specs[f.graph_input];
     const Argument& graph_arg = program.inputs[f.graph_input];
-    auto it = given.find(f.arg);
+    auto it = given.find(f.key);
     if (it == given.end()) {
       if (spec.kind == InputSpec::Kind::kConstantInput) continue;  // a default the export recorded
-      throw ProgramError(where + ": missing forward argument `" + f.arg + "` (the program takes " + list() + ")");
+      throw ProgramError(where + ": missing forward argument `" + f.key + "` (the program takes " + list() + ")");
     }
     const InputDesc& d = *it->second;
-    if (graph_arg.kind == Argument::Kind::kTensor && spec.kind == InputSpec::Kind::kUserInput) {
-      if (!d.tensor || !f.index.empty()) {
-        throw ProgramError(where + ": forward argument `" + f.path + "` must be a tensor");
-      }
+    if (f.tensor) {
+      if (!d.tensor) throw ProgramError(where + ": forward argument `" + f.key + "` must be a tensor");
       const TensorMeta* meta = program.FindTensor(graph_arg.name);
       if (meta == nullptr) throw ProgramError(where + ": graph input `" + graph_arg.name + "` has no tensor metadata");
       if (d.shape.size() != meta->sizes.size()) {
-        throw ProgramError(where + ": forward argument `" + f.arg + "` has " + std::to_string(d.shape.size()) +
+        throw ProgramError(where + ": forward argument `" + f.key + "` has " + std::to_string(d.shape.size()) +
                            " dimensions; the program takes " + std::to_string(meta->sizes.size()));
       }
       const std::string want = ScalarTypeName(meta->dtype);
       if (!d.dtype.empty() && !want.empty() && d.dtype != want) {
-        throw ProgramError(where + ": forward argument `" + f.arg + "` is " + d.dtype + "; the program was exported with " +
+        throw ProgramError(where + ": forward argument `" + f.key + "` is " + d.dtype + "; the program was exported with " +
                            want);
       }
       for (size_t dim = 0; dim < d.shape.size(); ++dim) {
         const SymInt& s = meta->sizes[dim];
         if (!s.symbolic) {
           if (s.value != d.shape[dim]) {
-            throw ProgramError(where + ": " + DimName(f.arg, dim) + " is " + std::to_string(d.shape[dim]) +
+            throw ProgramError(where + ": " + DimName(f.key, dim) + " is " + std::to_string(d.shape[dim]) +
                                "; the program was exported with it fixed at " + std::to_string(s.value));
           }
           continue;
         }
-        bind(s.expr, d.shape[dim], DimName(f.arg, dim));
+        bind(s.expr, d.shape[dim], DimName(f.key, dim));
       }
       continue;
     }
@@ -311,7 +353,7 @@ Bindings Bindings::Bind(const Program& program, const std::vector<InputDesc>& in
   env.symbol = [&b](const std::string& s) { return b.Symbol(s); };
   env.input = [&](const std::string& name) -> std::optional<ExprValue> {
     auto it = given.find(name);
-    if (it == given.end()) return std::nullopt;
+    if (it == given.end()) return TensorsGivenApart(flat, given, name);
     if (it->second->tensor) return ExprValue::Tensor(it->second->shape);
     auto p = parsed.find(name);
     if (p != parsed.end()) return FromJson(p->second);

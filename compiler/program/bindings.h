@@ -18,12 +18,22 @@ namespace weft::program {
 
 // One leaf of the program's flattened inputs: which graph input it feeds and where it comes from
 // in the caller's arguments ("img_shapes[0][0][1]").
+//
+// A tensor inside a list, tuple or dict argument (ZImage's `x`, a list of latents; a (cos, sin)
+// RoPE tuple) is given on its own, named by its path: `x[0]`, `video_rotary_emb[1]`,
+// `added_cond_kwargs['resolution']` -- an inputs file's entry of that name. `key` says under
+// which name the caller gives the leaf: its path for such a tensor, else the argument.
 struct FlatInput {
   size_t graph_input = 0;   // index into Program::inputs / input_specs
   std::string arg;          // the forward argument
   std::string path;         // "img_shapes[0][0][1]", or the argument name for a whole tensor
   std::vector<size_t> index;  // element path inside the argument (empty for the argument itself)
+  bool tensor = false;      // a tensor user input
+  std::string key;          // the name the caller gives it under
 };
+
+// The names the caller gives the program's inputs under (FlatInput::key), each once, in order.
+std::vector<std::string> InputKeys(const std::vector<FlatInput>& flat);
 
 // The user inputs of `program` in graph order, each tied to its forward argument. Throws
 // ProgramError when the root's input spec does not match the graph's user inputs.

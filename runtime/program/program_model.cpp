@@ -99,9 +99,7 @@ std::unique_ptr<ProgramModel> ProgramModel::Create(std::shared_ptr<const program
   auto model = std::unique_ptr<ProgramModel>(new ProgramModel(program, root_type));
   model->interpreter_ = Interpreter::Load(p, options);
   model->flat_ = program::FlattenInputs(p);
-  for (const program::FlatInput& f : model->flat_) {
-    if (model->arg_names_.empty() || model->arg_names_.back() != f.arg) model->arg_names_.push_back(f.arg);
-  }
+  model->input_keys_ = program::InputKeys(model->flat_);
 
   // The module tree: the manifest's modules in order, then any module a parameter needs.
   std::map<std::string, nn::Module*> modules{{"", model.get()}};
@@ -193,7 +191,7 @@ void ProgramModel::ConformParameters(c10::Device device) {
 
 std::vector<program::InputDesc> ProgramModel::Describe(const nn::Args& args) const {
   std::vector<program::InputDesc> out;
-  for (const std::string& name : arg_names_) {
+  for (const std::string& name : input_keys_) {
     program::InputDesc d;
     d.name = name;
     if (args.Has(name)) {
@@ -217,7 +215,7 @@ std::vector<program::InputDesc> ProgramModel::Describe(const nn::Args& args) con
     out.push_back(std::move(d));
   }
   for (const auto& [name, value] : args.entries()) {
-    if (std::find(arg_names_.begin(), arg_names_.end(), name) == arg_names_.end()) {
+    if (std::find(input_keys_.begin(), input_keys_.end(), name) == input_keys_.end()) {
       program::InputDesc d;
       d.name = name;
       d.tensor = std::holds_alternative<at::Tensor>(value);
@@ -247,8 +245,8 @@ nn::Outputs ProgramModel::Forward(nn::Args& args) {
   std::vector<c10::IValue> inputs;
   inputs.reserve(flat_.size());
   for (const program::FlatInput& f : flat_) {
-    if (args.Has(f.arg)) {
-      const nn::Value& v = args.Get(f.arg);
+    if (args.Has(f.key)) {
+      const nn::Value& v = args.Get(f.key);
       if (const auto* t = std::get_if<at::Tensor>(&v)) {
         inputs.emplace_back(*t);
       } else {

@@ -28,7 +28,7 @@ class ProgramModel : public nn::Module {
   // then call ConformParameters). Throws program::ProgramError.
   static std::unique_ptr<ProgramModel> Create(std::shared_ptr<const program::Program> program, const LoadOptions& options);
 
-  std::vector<std::string> Signature() const override { return arg_names_; }
+  std::vector<std::string> Signature() const override { return input_keys_; }
   // `args` holds the tensor arguments by name; non-tensor ones come from SetArguments. Throws
   // program::ProgramError naming the argument when the inputs do not fit the program.
   nn::Outputs Forward(nn::Args& args) override;
@@ -59,7 +59,7 @@ class ProgramModel : public nn::Module {
 
   std::shared_ptr<const program::Program> program_;
   std::unique_ptr<Interpreter> interpreter_;
-  std::vector<std::string> arg_names_;
+  std::vector<std::string> input_keys_;  // program::InputKeys: arguments, and tensors inside lists by path
   std::vector<program::FlatInput> flat_;
   std::map<std::string, std::string> arguments_;
   std::map<std::string, at::Tensor> state_;  // buffers and constants, by fqn

@@ -166,11 +166,6 @@ def step_prepare(cls, work):
     seeded_weights(model, 0)
     model.save_pretrained(model_dir, safe_serialization=True)
     kwargs = spec["inputs"]()
-    for k, v in kwargs.items():
-        if isinstance(v, (list, tuple, dict)) and any(isinstance(x, torch.Tensor) for x in
-                                                      (v.values() if isinstance(v, dict) else v)):
-            raise SystemExit("the forward takes %s as a %s of tensors, which an inputs file (tensors by argument name, "
-                             "the rest JSON) cannot hold" % (k, type(v).__name__))
     write_inputs_file(os.path.join(work, "inputs.safetensors"), kwargs)
     with torch.no_grad():
         out = model(**kwargs, return_dict=False)

@@ -1,6 +1,8 @@
 // Binding a program's symbolic sizes to inputs: every mismatch is refused by name before running.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "compiler/program/bindings.h"
 #include "compiler/program/program_reader.h"
 
@@ -113,6 +115,32 @@ TEST(LtxBindings, IntegerArgumentsBindSymbolsTheTokenCountMustFit) {
   EXPECT_EQ(error.rfind(path + ": hidden_states.size(1) is 12; the program requires 18 (", 0), 0u) << error;
   in[4] = V("num_frames", "\"two\"");
   EXPECT_EQ(ErrorOf(p, in), path + ": `num_frames` must be an integer");
+}
+
+// A tuple of tensors (SanaWMLTX2Refiner's (cos, sin) `video_rotary_emb`): each tensor is given on
+// its own, named by its path, as an inputs file holds it; the whole argument as one is refused
+// naming the paths.
+TEST(TupleBindings, TensorsInsideATupleAreGivenByTheirPath) {
+  const std::string path = std::string(WEFT_FIXTURES) + "/zoo/SanaWMLTX2RefinerTransformer3DModel/program.pt2";
+  Program p = ReadProgramFile(path);
+  const std::vector<std::string> keys = InputKeys(FlattenInputs(p));
+  EXPECT_NE(std::find(keys.begin(), keys.end(), "video_rotary_emb[0]"), keys.end());
+  EXPECT_NE(std::find(keys.begin(), keys.end(), "video_rotary_emb[1]"), keys.end());
+  EXPECT_EQ(std::find(keys.begin(), keys.end(), "video_rotary_emb"), keys.end());
+  std::vector<InputDesc> in = {T("hidden_states", {2, 32, 8}), T("encoder_hidden_states", {2, 12, 16}),
+                               T("timestep", {2}), T("encoder_attention_mask", {2, 12}, "i64"),
+                               T("video_rotary_emb[0]", {2, 32, 32}), T("video_rotary_emb[1]", {2, 32, 32})};
+  EXPECT_NO_THROW(Bindings::Bind(p, in));
+  std::vector<InputDesc> mismatched = in;
+  mismatched[5] = T("video_rotary_emb[1]", {2, 30, 32});
+  const std::string error = ErrorOf(p, mismatched);
+  EXPECT_NE(error.find("video_rotary_emb[1].size(1) is 30"), std::string::npos) << error;
+  std::vector<InputDesc> whole(in.begin(), in.begin() + 4);
+  whole.push_back(T("video_rotary_emb", {2, 2, 32, 32}));
+  EXPECT_EQ(ErrorOf(p, whole), path + ": forward argument `video_rotary_emb` holds tensors, each given on its own: "
+                                      "video_rotary_emb[0], video_rotary_emb[1]");
+  std::vector<InputDesc> missing(in.begin(), in.begin() + 5);
+  EXPECT_EQ(ErrorOf(p, missing).rfind(path + ": missing forward argument `video_rotary_emb[1]`", 0), 0u) << ErrorOf(p, missing);
 }
 
 }  // namespace
