@@ -131,9 +131,6 @@ def module_attrs(mod):
         heads = getattr(mod, "heads", None)
         if heads is not None:
             a["heads"] = int(heads)
-        inner = getattr(mod, "inner_dim", None)
-        if heads and inner:
-            a["head_dim"] = int(inner) // int(heads)  # a site the export traces no SDPA in still has heads of this size
     return a
 
 

@@ -310,6 +310,12 @@ int RunSuggest(const SuggestOptions& o) {
   try {
     graph = program::GraphOfProgram(*p);
   } catch (const program::ProgramError& e) {
+    // Without a sequence to split, that comes first: it is why, whatever else is missing.
+    if (!s.cp_dropped.empty()) {
+      std::cerr << "weft suggest: " << p->Where() << ": " << s.cp_dropped << "; nor can the rest be checked: " << e.what()
+                << "\n";
+      return 1;
+    }
     std::cerr << "weft suggest: " << e.what() << "\n";
     return 2;
   }
@@ -395,6 +401,7 @@ int RunSuggest(const SuggestOptions& o) {
   for (const std::string& m : checked) meshes_text += (meshes_text.empty() ? "" : ", ") + m;
   std::cerr << "weft suggest: " << p->Where() << ": plan `" << s.plan_name << "` checked clean at " << meshes_text
             << " x " << graph.workloads.size() << " workload(s)";
+  if (!s.cp_dropped.empty()) std::cerr << "; no context_parallel: " << s.cp_dropped;
   if (!s.tp_dropped.empty()) std::cerr << "; no tensor_parallel: " << s.tp_dropped;
   if (!s.cfg_dropped.empty()) std::cerr << "; no guidance_parallel: " << s.cfg_dropped;
   std::cerr << "\n";

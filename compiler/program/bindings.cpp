@@ -170,7 +170,12 @@ int64_t Bindings::Eval(const SymInt& size) const {
   if (cached != cache_.end()) return cached->second;
   ExprEnv env;
   env.symbol = [this](const std::string& s) { return Symbol(s); };
-  const int64_t v = Expr::Parse(size.expr).Evaluate(env);
+  const Expr e = Expr::Parse(size.expr);
+  // A size the data decides (Mochi's text tokens kept by a nonzero: `s_img + u0`) has no value
+  // before the program runs; the shapes a workload is traced at take the export's (the hint).
+  const std::vector<std::string> symbols = e.Symbols();
+  if (std::any_of(symbols.begin(), symbols.end(), IsUnbackedSymbol)) return size.value;
+  const int64_t v = e.Evaluate(env);
   cache_.emplace(size.expr, v);
   return v;
 }

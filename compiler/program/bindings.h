@@ -48,7 +48,8 @@ class Bindings {
   static Bindings Bind(const Program& program, const std::vector<InputDesc>& inputs);
 
   std::optional<int64_t> Symbol(const std::string& name) const;
-  // The value of a recorded size (constant or expression).
+  // The value of a recorded size (constant or expression); one over an unbacked symbol (a size
+  // the data decides, u0) is the export's hint.
   int64_t Eval(const SymInt& size) const;
   std::vector<int64_t> Sizes(const TensorMeta& meta) const;
   const std::unordered_map<std::string, int64_t>& symbols() const { return symbols_; }

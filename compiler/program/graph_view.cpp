@@ -409,28 +409,9 @@ model::ModelGraph GraphOfProgram(const Program& p) {
     }
     g.attention_sites.push_back(std::move(site));
   }
-  // Attention modules whose forward no SDPA node came from (branches the export did not take).
-  // One whose head size the export did not record (programs before it did, or a module with no
-  // heads) is no site: nothing in the program runs there as attention (Sana's linear attention
-  // computes with matmuls, which the dataflow checks follow like any other op).
-  if (p.manifest) {
-    for (const model::Module& mod : g.modules) {
-      const auto& types = p.manifest->attention_types;
-      if (std::find(types.begin(), types.end(), mod.type) == types.end()) continue;
-      if (site_nodes.count(mod.path) != 0) continue;
-      const std::optional<int64_t> heads = mod.IntAttr("heads");
-      const std::optional<int64_t> head_dim = mod.IntAttr("head_dim");
-      if (!heads || !head_dim || *heads < 1 || *head_dim < 1) continue;
-      model::AttentionSite site;
-      site.path = mod.path;
-      site.heads = *heads;
-      site.head_dim = *head_dim;
-      site.traced = false;
-      site.q_inputs = {"hidden_states"};
-      site.kv_inputs = {"hidden_states"};
-      g.attention_sites.push_back(std::move(site));
-    }
-  }
+  // An attention module whose forward no SDPA node came from (a branch the export did not take,
+  // Sana's linear attention) is no site: nothing in the program runs there as attention, and the
+  // program records no head size for it.
   // Sites in module order, as the exporter writes them.
   std::map<std::string, size_t> module_rank;
   for (size_t i = 0; i < g.modules.size(); ++i) module_rank[g.modules[i].path] = i;

@@ -404,16 +404,18 @@ class Suggester {
         if (!any) inputs += (inputs.empty() ? "`" : ", `") + name + "` " + SizesText(*m);
       }
       if (fixed.empty()) {
-        throw SuggestError(p_.Where() + ": no attention of the program is self-attention over one length (queries "
-                           "and keys differ at every site), so weft finds no sequence to split");
-      }
-      throw SuggestError(p_.Where() + ": the token length of every self-attention is fixed in the program (" +
+        s_.cp_dropped = "no attention of the program is self-attention over one length (queries and keys differ at "
+                        "every site), so weft finds no sequence to split";
+      } else {
+        s_.cp_dropped = "the token length of every self-attention is fixed in the program (" +
                          fixed.front() + (fixed.size() > 1 ? " and " + std::to_string(fixed.size() - 1) + " more" : "") +
                          "): the export specialised it" + (inputs.empty() ? "" : ", from the inputs " + inputs) +
                          ". Export again with the token dims dynamic: tools/export_program.py marks every dim "
                          "Dim.AUTO, and torch keeps a dim only when the model's forward does not fix it -- give an "
                          "example whose token counts are not 1 and not equal to a config size, and look for a "
-                         "`sample_size`-like config value the forward compares them with");
+                         "`sample_size`-like config value the forward compares them with";
+      }
+      s_.notes.push_back("no context_parallel section: " + s_.cp_dropped);
     }
   }
 

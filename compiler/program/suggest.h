@@ -95,6 +95,10 @@ struct Suggestion {
   std::vector<SuggestedAttention> attention_deferred;  // refused while other rules moved; retried last
   std::vector<SuggestedTp> tp;
   std::string tp_dropped;  // why the tensor-parallel rules were left out ("" when kept or none)
+  // Why no context_parallel section can be proposed at all (no self-attention over a symbolic
+  // length: Sana's linear attention, token lengths the export fixed); tensor parallelism and the
+  // guidance branches are still proposed.
+  std::string cp_dropped;
   std::vector<SuggestedSplit> cfg_splits;
   std::vector<SuggestedGather> cfg_gathers;
   std::string cfg_dropped;
@@ -106,9 +110,10 @@ struct Suggestion {
   void Refuse(const SuggestedSplit& x);
 };
 
-// Proposes a plan for `program`. Throws SuggestError when no attention site exists, or when every
-// self-attention's length is a constant (the export specialised the token inputs: the message
-// names them and how to export them dynamic).
+// Proposes a plan for `program`. Throws SuggestError when no attention site exists. When no
+// self-attention runs over a symbolic length (none at all, or the export specialised the token
+// inputs: cp_dropped names them and how to export them dynamic), the plan has no context-parallel
+// rules.
 Suggestion SuggestPlan(const Program& program);
 
 // Where to split `value` along `dim` so that it lines up with a split it meets: the module
