@@ -89,8 +89,18 @@ void EditArgument(Program& p, Node& n, const plan::ProgramEdit& e, size_t index,
     }
     return;
   }
+  // A constant the export fixed becomes a symbolic int (shard_flow.h's local constants).
+  if (arg->arg.kind == Argument::Kind::kInt) {
+    arg->arg.sym_ints = {SymIntRef{false, "", arg->arg.i}};
+    arg->arg.kind = Argument::Kind::kSymInt;
+  } else if (arg->arg.kind == Argument::Kind::kInts) {
+    arg->arg.sym_ints.clear();
+    for (int64_t v : arg->arg.ints) arg->arg.sym_ints.push_back(SymIntRef{false, "", v});
+    arg->arg.ints.clear();
+    arg->arg.kind = Argument::Kind::kSymInts;
+  }
   auto tensor = reads.find(e.value);
-  if (tensor == reads.end() || arg->arg.kind == Argument::Kind::kInt || arg->arg.kind == Argument::Kind::kInts) {
+  if (tensor == reads.end()) {
     throw ProgramError(where + ": the plan's local size for node `" + n.name + "`" + rule + " reads `" + e.value +
                        "`, which that node cannot see");
   }
@@ -112,10 +122,12 @@ void EditArgument(Program& p, Node& n, const plan::ProgramEdit& e, size_t index,
   out.sym_ints = {SymIntRef{true, size.name, 0}};
   size.outputs = {out};
   size.stack = n.stack;
-  if (auto old = p.sym_int_values.find(ref.name); old != p.sym_int_values.end()) {
+  if (!ref.is_name) {
+    p.sym_int_values.emplace(size.name, SymInt{true, ref.value, size.name});  // a constant made local: its full value is the hint
+  } else if (auto old = p.sym_int_values.find(ref.name); old != p.sym_int_values.end()) {
     p.sym_int_values.emplace(size.name, old->second);
   }
-  ref.name = size.name;
+  ref = SymIntRef{true, size.name, 0};
   const std::string local = size.name;
   nodes.push_back(std::move(size));
   if (e.new_value == -1) {  // a negated length: -size
@@ -132,7 +144,7 @@ void EditArgument(Program& p, Node& n, const plan::ProgramEdit& e, size_t index,
     negated.sym_ints = {SymIntRef{true, neg.name, 0}};
     neg.outputs = {negated};
     neg.stack = n.stack;
-    ref.name = neg.name;
+    ref = SymIntRef{true, neg.name, 0};
     nodes.push_back(std::move(neg));
   }
 }

@@ -309,7 +309,7 @@ plan::ProgramEdits LowerToProgram(const plan::ExecutionPlan& plan, const Program
   SplitHoistedCopies(p, out);
   AddLocalSizeEdits(p, out);
   AddTensorParallelEdits(plan, p, out);
-  CheckSplitDataflow(plan, p, out);
+  AddSplitDataflowEdits(plan, p, out);
   return out;
 }
 

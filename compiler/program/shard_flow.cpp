@@ -196,7 +196,7 @@ class ShardFlow {
         if (e.after_producer) {
           after_[e.value] = s;
         } else if (e.scope.empty() && e.node.empty() && graph_input.count(e.value)) {
-          sharded_[e.value] = s;
+          Set(e.value, s.dim, s.blocks, s.rule);
         } else {
           scoped_.push_back({e.value, e.scope, e.node, s});
         }
@@ -509,7 +509,43 @@ class ShardFlow {
   }
   void Set(const std::string& v, int64_t dim, std::vector<int64_t> blocks, size_t rule) {
     if (v.empty()) return;
+    if (!Tp() && !gathers_.count(v)) {
+      const TensorMeta* meta = p_.FindTensor(v);
+      if (meta != nullptr && dim < static_cast<int64_t>(meta->sizes.size()) && !meta->sizes[static_cast<size_t>(dim)].symbolic) {
+        constant_blocks_.emplace(blocks, std::make_pair(v, dim));
+      }
+    }
     sharded_[v] = Sharding{dim, std::move(blocks), rule};
+  }
+
+  // A constant that argument `argument` (element `element`, -1 = the argument) of `n` gives the
+  // split dim -- a slice bound, a split size, a view's size -- is a full length: the sum of the
+  // constant-length `blocks` it spans (negated with `sign` -1: a bound counted from the end). On
+  // each rank it becomes the size of a shard made before `n` that holds exactly those blocks
+  // (every stream of a group is split by one rule, so that shard's size is this rank's length of
+  // them; CogVideoX's `split_with_sizes([226, S])` of cat(text, video)). False when no shard holds
+  // them: the caller refuses.
+  bool LocalConstant(const Node& n, const char* argument, int64_t element, const std::vector<int64_t>& blocks,
+                     int64_t sign, const Sharding& s) {
+    auto it = constant_blocks_.find(blocks);
+    if (it == constant_blocks_.end()) return false;
+    plan::ProgramEdit e;
+    e.kind = Kind::kArgument;
+    e.group = std::string(Group());
+    e.node = n.name;
+    e.argument = argument;
+    e.element = element;
+    e.value = it->second.first;
+    e.dim = it->second.second;
+    e.new_value = sign;
+    Edit(std::move(e), s.rule);
+    return true;
+  }
+  // `n`'s argument `name` when it is an integer constant (a symbolic size is local_sizes.h's).
+  std::optional<int64_t> ConstantArg(const Node& n, const char* name) const {
+    const Argument* a = Arg(n, name);
+    if (a == nullptr || (a->kind != AK::kInt && a->kind != AK::kSymInt)) return std::nullopt;
+    return IntArg(n, name);
   }
 
   void Edit(plan::ProgramEdit e, size_t rule) {
@@ -519,7 +555,10 @@ class ShardFlow {
     out_->edits.push_back(std::move(e));
   }
   // Argument `argument` (element `element`, -1 = the argument) of `n` becomes `value`.
+  // Tensor parallelism only: its shards are even, so a constant size divides by tp; the split
+  // walks make constants local with LocalConstant.
   void EditInt(const Node& n, const char* argument, int64_t element, int64_t value, size_t rule) {
+    if (!Tp()) return;
     plan::ProgramEdit e;
     e.kind = Kind::kArgument;
     e.node = n.name;
@@ -873,7 +912,7 @@ class ShardFlow {
         if (v > 0) EditInt(n, name, element, v / tp_, s.rule);
       }
     }
-    if (!Tp() && n.target != "torch.ops.aten.flatten.using_ints") FullSizeOfSplitDim(n, name, unflatten, a.size(), j, value, s);
+    if (!Tp() && n.target != "torch.ops.aten.flatten.using_ints") FullSizeOfSplitDim(n, name, unflatten, a.size(), j, value, s, blocks);
     Set(out, static_cast<int64_t>(j), blocks, s.rule);
   }
 
@@ -882,7 +921,7 @@ class ShardFlow {
   // A constant or a forward argument (TransformerTemporal's `num_frames`) is the full length:
   // every rank would fail, or regroup rows across the split.
   void FullSizeOfSplitDim(const Node& n, const char* name, bool unflatten, size_t in_rank, size_t j,
-                          const std::string& value, const Sharding& s) {
+                          const std::string& value, const Sharding& s, const std::vector<int64_t>& out_blocks) {
     const Argument* arg = Arg(n, name);
     if (arg == nullptr) return;
     const int64_t offset = unflatten ? Norm(IntArg(n, "dim").value_or(0), static_cast<int64_t>(in_rank)) : 0;
@@ -892,13 +931,22 @@ class ShardFlow {
       if (e.kind == Kind::kArgument && e.node == n.name && (e.element == element || e.element < 0)) return;
     }
     std::string full;
+    std::optional<int64_t> constant;
     if (arg->kind == AK::kInts && element < static_cast<int64_t>(arg->ints.size())) {
       const int64_t v = arg->ints[static_cast<size_t>(element)];
-      if (v != -1) full = "the constant " + std::to_string(v);
+      if (v != -1) constant = v;
     } else if ((arg->kind == AK::kSymInts || arg->kind == AK::kSymInt) && element < static_cast<int64_t>(arg->sym_ints.size())) {
       const SymIntRef& r = arg->sym_ints[static_cast<size_t>(element)];
-      if (!r.is_name && r.value != -1) full = "the constant " + std::to_string(r.value);
+      if (!r.is_name && r.value != -1) constant = r.value;
       if (r.is_name && user_syms_.count(r.name)) full = "the forward argument `" + r.name + "`";
+    }
+    if (constant) {
+      // The full length of constant-length blocks: local off a shard that holds them.
+      const int64_t sum = std::accumulate(out_blocks.begin(), out_blocks.end(), int64_t{0});
+      if (*constant == sum && LocalConstant(n, name, arg->kind == AK::kSymInt || arg->kind == AK::kInt ? -1 : element, out_blocks, 1, s)) {
+        return;
+      }
+      full = "the constant " + std::to_string(*constant);
     }
     if (full.empty()) return;
     Refuse(EditCheck::kTpReducesShardedDim, n, value, s,
@@ -927,9 +975,38 @@ class ShardFlow {
       Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it slices [" + std::to_string(lo) + ", " + std::to_string(hi) +
                               ") of the sharded dim, which does not begin and end at the blocks' bounds");
     }
-    if (lo != 0) EditInt(n, "start", -1, lo / tp_, s.rule);
-    if (hi != full) EditInt(n, "end", -1, hi / tp_, s.rule);
+    if (Tp()) {
+      if (lo != 0) EditInt(n, "start", -1, lo / tp_, s.rule);
+      if (hi != full) EditInt(n, "end", -1, hi / tp_, s.rule);
+    } else {
+      LocalBound(n, value, "start", lo, s);
+      LocalBound(n, value, "end", hi, s);
+    }
     Set(out, s.dim, *blocks, s.rule);
+  }
+
+  // A constant bound of a slice along the split dim, at full offset `at` (a block boundary): 0 and
+  // the end stay; any other is the length of the blocks before it (after it, negated, when it
+  // counts from the end), made local.
+  void LocalBound(const Node& n, const std::string& value, const char* name, int64_t at, const Sharding& s) {
+    const std::optional<int64_t> raw = ConstantArg(n, name);
+    const int64_t full = std::accumulate(s.blocks.begin(), s.blocks.end(), int64_t{0});
+    if (!raw || at == 0 || at == full) return;
+    const std::vector<int64_t> b = Boundaries(s.blocks);
+    const size_t k = static_cast<size_t>(std::find(b.begin(), b.end(), at) - b.begin());
+    const bool from_end = *raw < 0;
+    const std::vector<int64_t> spanned = from_end ? std::vector<int64_t>(s.blocks.begin() + static_cast<std::ptrdiff_t>(k), s.blocks.end())
+                                                  : std::vector<int64_t>(s.blocks.begin(), s.blocks.begin() + static_cast<std::ptrdiff_t>(k));
+    if (LocalConstant(n, name, -1, spanned, from_end ? -1 : 1, s)) return;
+    RefuseConstant(n, value, std::string("its ") + name + " is the constant " + std::to_string(*raw), spanned, s);
+  }
+
+  [[noreturn]] void RefuseConstant(const Node& n, const std::string& value, const std::string& what,
+                                   const std::vector<int64_t>& spanned, const Sharding& s) {
+    Refuse(EditCheck::kTpUnsupportedOperator, n, value, s,
+           what + ", the full length of the split blocks " + List(spanned) +
+               " (each rank holds only its part), and no shard before it holds exactly those blocks to take the local "
+               "length from; export that length dynamic, or split after this node");
   }
 
   void Split(const Node& n, const std::string& value, const Sharding& s) {
@@ -942,6 +1019,7 @@ class ShardFlow {
     }
     int64_t at = 0;
     std::vector<int64_t> lengths;
+    std::vector<std::vector<int64_t>> groups;  // the blocks each output holds
     for (const std::string& o : outs) {
       const std::vector<int64_t> sizes = Sizes(o);
       const int64_t length = s.dim < static_cast<int64_t>(sizes.size()) ? sizes[static_cast<size_t>(s.dim)] : 0;
@@ -950,20 +1028,34 @@ class ShardFlow {
         Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it splits the sharded dim at " + std::to_string(at + length) + ", inside a block");
       }
       Set(o, s.dim, *blocks, s.rule);
+      groups.push_back(*blocks);
       lengths.push_back(length);
       at += length;
     }
-    if (!Tp() && n.target == "torch.ops.aten.split_with_sizes.default") {
-      // A constant size is a full length the export fixed (CogVideoX's 226 text tokens): on a
-      // split each rank holds only its part, and nothing makes a constant local.
-      const std::vector<int64_t> sizes = IntsArg(n, "split_sizes");
-      for (size_t i = 0; i < sizes.size() && i < lengths.size(); ++i) {
-        if (sizes[i] != std::numeric_limits<int64_t>::min()) {
-          Refuse(EditCheck::kTpUnsupportedOperator, n, value, s,
-                 "it splits the split dim at the constant size " + std::to_string(sizes[i]) +
-                     ", a full length the export fixed (each rank holds only its part); export with that length "
-                     "dynamic, or split after this node");
+    if (!Tp()) {
+      // A constant size is a full length the export fixed (CogVideoX's 226 text tokens): the
+      // length of the blocks that output holds, made local.
+      if (n.target == "torch.ops.aten.split_with_sizes.default") {
+        const std::vector<int64_t> sizes = IntsArg(n, "split_sizes");
+        for (size_t i = 0; i < sizes.size() && i < groups.size(); ++i) {
+          if (sizes[i] == std::numeric_limits<int64_t>::min()) continue;
+          if (!LocalConstant(n, "split_sizes", static_cast<int64_t>(i), groups[i], 1, s)) {
+            RefuseConstant(n, value, "it splits the split dim at the constant size " + std::to_string(sizes[i]), groups[i], s);
+          }
         }
+      } else if (n.target == "torch.ops.aten.split.Tensor" && ConstantArg(n, "split_size")) {
+        // Each part but the last holds the same blocks, or the local parts would not line up.
+        for (size_t i = 1; i + 1 < groups.size(); ++i) {
+          if (groups[i] != groups[0]) {
+            Refuse(EditCheck::kTpReducesShardedDim, n, value, s,
+                   "it splits the split dim into parts of " + std::to_string(lengths[0]) + " made of different blocks (" +
+                       List(groups[0]) + ", " + List(groups[i]) + ")");
+          }
+        }
+        if (groups.size() > 1 && !LocalConstant(n, "split_size", -1, groups[0], 1, s)) {
+          RefuseConstant(n, value, "it splits the split dim into parts of the constant size " + std::to_string(lengths[0]), groups[0], s);
+        }
+        return;
       }
     }
     if (n.target == "torch.ops.aten.split_with_sizes.default") {
@@ -1190,6 +1282,8 @@ class ShardFlow {
   std::unordered_set<std::string> local_syms_;  // sizes read off shards, and computed from them
   std::unordered_set<std::string> user_syms_;   // forward arguments that are ints (full sizes)
   std::map<std::string, std::vector<std::pair<int64_t, size_t>>> factory_dims_;  // node -> (dim, rule) made local
+  // The first shard made of each list of constant-length blocks, and its dim (LocalConstant).
+  std::map<std::vector<int64_t>, std::pair<std::string, int64_t>> constant_blocks_;
 };
 
 }  // namespace
@@ -1201,6 +1295,14 @@ void AddTensorParallelEdits(const plan::ExecutionPlan& plan, const Program& prog
 void CheckSplitDataflow(const plan::ExecutionPlan& plan, const Program& program, const plan::ProgramEdits& edits) {
   ShardFlow(ShardFlow::Axis::kCp, plan, program, edits, nullptr).Run();
   ShardFlow(ShardFlow::Axis::kCfg, plan, program, edits, nullptr).Run();
+}
+
+void AddSplitDataflowEdits(const plan::ExecutionPlan& plan, const Program& program, plan::ProgramEdits& edits) {
+  // The walks read `edits` while they decide; what they add is appended once both are done.
+  plan::ProgramEdits added;
+  ShardFlow(ShardFlow::Axis::kCp, plan, program, edits, &added).Run();
+  ShardFlow(ShardFlow::Axis::kCfg, plan, program, edits, &added).Run();
+  for (plan::ProgramEdit& e : added.edits) edits.edits.push_back(std::move(e));
 }
 
 std::unordered_map<std::string, uint8_t> ShardedNodes(const plan::ExecutionPlan& plan, const Program& program,

@@ -21,8 +21,12 @@
 //   kNormStats  each rms_norm whose normalized width is sharded (Wan's norm_q over all heads)
 //               takes its mean of squares over the tp group
 //
-// Context parallelism (CheckSplitDataflow) -- a split shards a sequence dim, a gather ends it;
-// the sizes are made local by compiler/program/local_sizes.h, so this only checks. Guidance
+// Context parallelism (AddSplitDataflowEdits) -- a split shards a sequence dim, a gather ends it;
+// symbolic sizes are made local by compiler/program/local_sizes.h. A constant the export fixed
+// that a node gives the split dim -- a slice bound, a split size, a view's size at a block bound
+// of a joint sequence (CogVideoX's 226 text tokens before the video) -- becomes a kArgument edit
+// reading this rank's length off a shard made before the node that holds exactly the blocks the
+// constant spans; with no such shard it is refused. Guidance
 // branches (splits over cfg, along the batch) are followed the same way in a walk of their own;
 // attention passes them when Q, K, V (and a mask that varies along the batch) all carry them.
 //
@@ -51,8 +55,12 @@ bool IsElementwise(const std::string& target);
 // Throws PlanEditError as described above.
 void AddTensorParallelEdits(const plan::ExecutionPlan& plan, const Program& program, plan::ProgramEdits& edits);
 
-// Follows the context-parallel splits and the splits of guidance branches of `edits` (the plan's, with every local-size edit made)
-// to their gathers. Throws PlanEditError as described above.
+// Follows the context-parallel splits and the splits of guidance branches of `edits` (the plan's,
+// with every local-size edit made) to their gathers, appending the edits that make constants
+// local. Throws PlanEditError as described above.
+void AddSplitDataflowEdits(const plan::ExecutionPlan& plan, const Program& program, plan::ProgramEdits& edits);
+
+// The same walks as a check only (no edits appended).
 void CheckSplitDataflow(const plan::ExecutionPlan& plan, const Program& program, const plan::ProgramEdits& edits);
 
 // The nodes that compute on shards, each with the axes it is sharded over (kShardTp | kShardCp |

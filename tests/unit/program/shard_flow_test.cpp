@@ -357,6 +357,134 @@ TEST(ShardFlow, IndexAtShardedPositionsIsSharded) {
       "for the root (rule at plan.weft:5:5)");
 }
 
+// A joint sequence of constant-length streams, each split by its own rule (CogVideoX: 226 text
+// tokens the export fixed, then the video): c = cat(x (8 tokens), y (12)) along dim 1.
+Builder JointSequence() {
+  Builder b(/*bare=*/true);
+  b.Input("x", {2, 8, 4}, InputSpec::Kind::kUserInput, "");
+  b.Input("y", {2, 12, 4}, InputSpec::Kind::kUserInput, "");
+  Argument both;
+  both.kind = AK::kTensors;
+  both.names = {"x", "y"};
+  b.Add("c", "cat.default", {In("tensors", both), In("dim", Int(1))}, {2, 20, 4});
+  return b;
+}
+
+// Both streams split, and gathers of `outs` (plan.weft:7:3).
+plan::ProgramEdits SplitXAndY(const std::vector<std::string>& outs) {
+  plan::ProgramEdits edits = SplitX(1, 3);
+  plan::ProgramEdit y = edits.edits[0];
+  y.value = "y";
+  y.origin.line = 6;
+  edits.edits.push_back(y);
+  for (const std::string& o : outs) {
+    plan::ProgramEdit gather;
+    gather.kind = plan::ProgramEdit::Kind::kGather;
+    gather.value = o;
+    gather.dim = 1;
+    gather.rank = 3;
+    gather.origin = plan::Origin{"plan.weft", 7, 3, false};
+    edits.edits.push_back(gather);
+  }
+  return edits;
+}
+
+// The argument edits AddSplitDataflowEdits appended after the plan's `before` edits.
+std::vector<plan::ProgramEdit> Added(const plan::ProgramEdits& edits, size_t before) {
+  return {edits.edits.begin() + static_cast<std::ptrdiff_t>(before), edits.edits.end()};
+}
+
+// split_with_sizes(c, [8, 12]) and slices at the text/video bound: each constant is the full
+// length of the blocks it spans, made local off the shard that holds exactly those blocks (`x`
+// for the 8 text tokens, `y` for the 12 after them, negated where the bound counts from the end).
+TEST(ShardFlow, ConstantsAtBlockBoundsBecomeLocalLengths) {
+  Builder b = JointSequence();
+  Node split;
+  split.name = "parts";
+  split.target = "torch.ops.aten.split_with_sizes.default";
+  split.inputs = {In("self", Tensor("c")), In("split_sizes", Ints({8, 12})), In("dim", Int(1))};
+  Argument outs;
+  outs.kind = AK::kTensors;
+  outs.names = {"text", "video"};
+  split.outputs = {outs};
+  b.p.nodes.push_back(split);
+  b.Meta("text", {2, 8, 4});
+  b.Meta("video", {2, 12, 4});
+  b.Add("tail", "slice.Tensor", {In("self", Tensor("c")), In("dim", Int(1)), In("start", Int(8)),
+                                 In("end", Int(9223372036854775807))}, {2, 12, 4});
+  b.Add("head", "slice.Tensor", {In("self", Tensor("c")), In("dim", Int(1)), In("start", Int(0)),
+                                 In("end", Int(-12))}, {2, 8, 4});
+  for (const char* o : {"text", "video", "tail", "head"}) b.Output(o);
+  plan::ProgramEdits edits = SplitXAndY({"text", "video", "tail", "head"});
+  const size_t before = edits.edits.size();
+  AddSplitDataflowEdits(Mesh(plan::kUlyssesAxis), b.p, edits);
+  const std::vector<plan::ProgramEdit> added = Added(edits, before);
+  ASSERT_EQ(added.size(), 4u);
+  struct Want {
+    const char* node;
+    const char* argument;
+    int64_t element;
+    const char* value;
+    int64_t sign;
+    uint32_t line;
+  };
+  const Want want[] = {{"parts", "split_sizes", 0, "x", 1, 5},
+                       {"parts", "split_sizes", 1, "y", 1, 5},
+                       {"tail", "start", -1, "x", 1, 5},
+                       {"head", "end", -1, "y", -1, 5}};
+  for (size_t i = 0; i < added.size(); ++i) {
+    SCOPED_TRACE(want[i].node);
+    EXPECT_EQ(added[i].kind, plan::ProgramEdit::Kind::kArgument);
+    EXPECT_EQ(added[i].group, plan::kCpGroup);
+    EXPECT_EQ(added[i].node, want[i].node);
+    EXPECT_EQ(added[i].argument, want[i].argument);
+    EXPECT_EQ(added[i].element, want[i].element);
+    EXPECT_EQ(added[i].value, want[i].value);
+    EXPECT_EQ(added[i].dim, 1);
+    EXPECT_EQ(added[i].new_value, want[i].sign);
+    EXPECT_EQ(added[i].origin.line, want[i].line);  // the rule of the split the node reads
+  }
+  // The check alone agrees, and appends nothing.
+  CheckSplitDataflow(Mesh(plan::kUlyssesAxis), b.p, edits);
+}
+
+// A constant the full length of blocks no shard holds on its own (the 8 + 12 tokens before a
+// third stream of 4): no local length to read it off, so it is refused at the rule of the split
+// it meets, naming the blocks.
+TEST(ShardFlow, RefusesAConstantNoShardHoldsTheBlocksOf) {
+  Builder b(/*bare=*/true);
+  Argument streams;
+  streams.kind = AK::kTensors;
+  for (auto [name, length] : {std::pair{"x", 8}, {"y", 12}, {"z", 4}}) {
+    b.Input(name, {2, length, 4}, InputSpec::Kind::kUserInput, "");
+    streams.names.push_back(name);
+  }
+  b.Add("c", "cat.default", {In("tensors", streams), In("dim", Int(1))}, {2, 24, 4});
+  Node split;
+  split.name = "parts";
+  split.target = "torch.ops.aten.split_with_sizes.default";
+  split.inputs = {In("self", Tensor("c")), In("split_sizes", Ints({20, 4})), In("dim", Int(1))};
+  Argument outs;
+  outs.kind = AK::kTensors;
+  outs.names = {"front", "back"};
+  split.outputs = {outs};
+  b.p.nodes.push_back(split);
+  b.Meta("front", {2, 20, 4});
+  b.Meta("back", {2, 4, 4});
+  b.Output("front");
+  b.Output("back");
+  plan::ProgramEdits edits = SplitXAndY({"front", "back"});
+  plan::ProgramEdit z = edits.edits[0];
+  z.value = "z";
+  edits.edits.insert(edits.edits.begin() + 2, z);
+  ExpectRefused([&] { AddSplitDataflowEdits(Mesh(plan::kUlyssesAxis), b.p, edits); }, EditCheck::kCpUnsupportedOperator,
+                "program: a context-parallel split cannot pass node `parts` (split_with_sizes.default) at the root: it "
+                "splits the split dim at the constant size 20, the full length of the split blocks [8, 12] (each rank "
+                "holds only its part), and no shard before it holds exactly those blocks to take the local length "
+                "from; export that length dynamic, or split after this node; it reads `c`, split along dim 1 in "
+                "blocks [8, 12, 4]; its split comes from the plan's rule for the root (rule at plan.weft:5:5)");
+}
+
 // Weights sliced over ranks: a parameter of block `blocks.0` that a node of `blocks.1` reads too
 // (tied) would be freed under it; refused naming the parameter, both modules and the node.
 TEST(WeightSlices, TiedParameterIsRefusedNamingBothModules) {
