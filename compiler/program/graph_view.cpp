@@ -450,10 +450,31 @@ model::Workload TraceWorkload(const Program& p, const model::ModelGraph& g, cons
   model::Workload wl;
   wl.name = w.name;
   wl.params = w.params;
-  // The root's call: the user inputs and outputs.
+  // The root's call: the user inputs and outputs. A list or tuple argument whose tensors the
+  // caller gives one by one (`x[0]`, `x[1]`) is one tuple of them in leaf order, so that a plan
+  // names an element as `x[0]`, which lowering splits by the same order.
   model::Call root;
+  std::map<std::string, std::pair<std::string, size_t>> element_of;  // key -> (argument, leaf position)
+  std::map<std::string, size_t> leaves_of;
+  for (const FlatInput& f : FlattenInputs(p)) {
+    if (f.index.empty()) continue;
+    const size_t at = leaves_of[f.arg]++;
+    if (f.key != f.arg) element_of[f.key] = {f.arg, at};
+  }
   for (const InputDesc& in : w.inputs) {
-    root.args.emplace_back(in.name, in.tensor ? model::Value::Tensor(in.shape, in.dtype) : model::Value::Scalar(in.value_json));
+    model::Value v = in.tensor ? model::Value::Tensor(in.shape, in.dtype) : model::Value::Scalar(in.value_json);
+    auto e = element_of.find(in.name);
+    if (e == element_of.end()) {
+      root.args.emplace_back(in.name, std::move(v));
+      continue;
+    }
+    auto a = std::find_if(root.args.begin(), root.args.end(), [&](const auto& x) { return x.first == e->second.first; });
+    if (a == root.args.end()) {
+      root.args.emplace_back(e->second.first,
+                             model::Value::Tuple(std::vector<model::Value>(leaves_of[e->second.first], model::Value::None())));
+      a = root.args.end() - 1;
+    }
+    a->second.elements[e->second.second] = std::move(v);
   }
   for (size_t i = 0; i < p.outputs.size(); ++i) {
     if (i < p.output_specs.size() && p.output_specs[i].kind != OutputSpec::Kind::kUserOutput) continue;

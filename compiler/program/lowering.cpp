@@ -108,6 +108,7 @@ std::vector<CallValues> ModuleCallValues(const Program& p, const std::string& mo
         it = at.emplace(f.arg, root.arguments.size()).first;
         root.arguments.push_back({f.arg, {}});
       }
+      if (!f.index.empty()) root.lists.insert(f.arg);
       const Argument& a = p.inputs[f.graph_input];
       root.arguments[it->second].second.push_back(
           p.input_specs[f.graph_input].kind == InputSpec::Kind::kUserInput ? LeafName(&a) : "");
@@ -130,12 +131,14 @@ std::vector<CallValues> ModuleCallValues(const Program& p, const std::string& mo
       for (size_t i = 0; i < spec.children[0].children.size(); ++i) {
         std::vector<std::string> names;
         TakeLeaves(spec.children[0].children[i], leaves, next, names);
+        if (!spec.children[0].children[i].IsLeaf()) values.lists.insert(type != nullptr && i < type->args.size() ? type->args[i].name : "arg" + std::to_string(i));
         values.arguments.push_back(
             {type != nullptr && i < type->args.size() ? type->args[i].name : "arg" + std::to_string(i), names});
       }
       for (size_t i = 0; i < spec.children[1].children.size(); ++i) {
         std::vector<std::string> names;
         TakeLeaves(spec.children[1].children[i], leaves, next, names);
+        if (!spec.children[1].children[i].IsLeaf() && i < spec.children[1].keys.size()) values.lists.insert(spec.children[1].keys[i]);
         values.arguments.push_back({i < spec.children[1].keys.size() ? spec.children[1].keys[i] : "", names});
       }
     }

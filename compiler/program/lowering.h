@@ -17,6 +17,7 @@
 // splits reach their gathers through operations that keep them. Every edit keeps its step's
 // origin (the plan rule); every refusal is a PlanEditError (plan_edit_error.h).
 
+#include <set>
 #include <string>
 
 #include "compiler/plan/execution_plan.h"
@@ -54,6 +55,7 @@ void LowerToProgramWithCost(plan::ExecutionPlan& plan, const Program& program, c
 // has no preserved call.
 struct CallValues {
   std::vector<std::pair<std::string, std::vector<std::string>>> arguments;
+  std::set<std::string> lists;  // the arguments passed as a list, tuple or dict: a plan names their leaves `arg[i]`
   std::vector<std::string> outputs;
 };
 std::vector<CallValues> ModuleCallValues(const Program& program, const std::string& module);

@@ -40,10 +40,27 @@ std::string SizesText(const TensorMeta& m) {
   return s + "]";
 }
 
+// The tensors a call passes, each under the name a plan splits it by: the argument, or `arg[i]`
+// for the i-th leaf of a list, tuple or dict argument (BriaFibo's `text_encoder_layers`).
+std::vector<std::pair<std::string, std::string>> NamedTensors(const CallValues& call) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [name, leaves] : call.arguments) {
+    if (name.empty()) continue;
+    if (!call.lists.count(name)) {
+      if (leaves.size() == 1 && !leaves[0].empty()) out.emplace_back(name, leaves[0]);
+      continue;
+    }
+    for (size_t k = 0; k < leaves.size(); ++k) {
+      if (!leaves[k].empty()) out.emplace_back(name + "[" + std::to_string(k) + "]", leaves[k]);
+    }
+  }
+  return out;
+}
+
 // A module boundary a value crosses: the root's argument or output, or a preserved call's.
 struct Boundary {
   std::string module;
-  std::string argument;  // "" for an output
+  std::string argument;  // "" for an output; `arg[i]` for a leaf of a list argument
   int64_t output = -1;
 };
 
@@ -436,9 +453,7 @@ class Suggester {
     modules.insert("");
     for (const std::string& m : modules) {
       for (const CallValues& call : ModuleCallValues(p_, m)) {
-        for (const auto& [name, leaves] : call.arguments) {
-          if (leaves.size() == 1 && !name.empty()) AddBoundary(leaves[0], {m, name, -1});
-        }
+        for (const auto& [name, value] : NamedTensors(call)) AddBoundary(value, {m, name, -1});
         for (size_t i = 0; i < call.outputs.size(); ++i) AddBoundary(call.outputs[i], {m, "", static_cast<int64_t>(i)});
       }
     }
@@ -542,11 +557,10 @@ class Suggester {
   void FollowTokens() {
     const std::vector<CallValues> root = ModuleCallValues(p_, "");
     if (!root.empty()) {
-      for (const auto& [name, leaves] : root[0].arguments) {
-        if (leaves.size() != 1 || leaves[0].empty()) continue;
-        for (int64_t d = 0; d < Rank(leaves[0]); ++d) {
-          if (tokens_.count(DimKey(leaves[0], d)) && !IsReached(leaves[0], d)) {
-            NewSource(leaves[0], d, TokenWhy(leaves[0], d, "the forward argument `" + name + "`"));
+      for (const auto& [name, value] : NamedTensors(root[0])) {
+        for (int64_t d = 0; d < Rank(value); ++d) {
+          if (tokens_.count(DimKey(value, d)) && !IsReached(value, d)) {
+            NewSource(value, d, TokenWhy(value, d, "the forward argument `" + name + "`"));
           }
         }
       }
@@ -1000,14 +1014,13 @@ class Suggester {
     }
     const std::vector<CallValues> root = ModuleCallValues(p_, "");
     if (root.empty()) return;
-    for (const auto& [name, leaves] : root[0].arguments) {
-      if (leaves.size() != 1 || leaves[0].empty() || Rank(leaves[0]) == 0) continue;
-      if (DimKey(leaves[0], 0) != batch_key_) continue;
+    for (const auto& [name, value] : NamedTensors(root[0])) {
+      if (Rank(value) == 0 || DimKey(value, 0) != batch_key_) continue;
       SuggestedSplit s;
       s.module = "";
       s.argument = name;
       s.dim = 0;
-      s.rank = Rank(leaves[0]);
+      s.rank = Rank(value);
       s.why = "dim 0 is the batch (" + batch_key_ + ") that `" + batch_site_ + "` attends over";
       s_.cfg_splits.push_back(std::move(s));
     }

@@ -49,7 +49,7 @@ class SuggestError : public std::runtime_error {
 // One split: `module` (a glob, "" the root) and its argument `argument` or output `output`.
 struct SuggestedSplit {
   std::string module;
-  std::string argument;  // "" for an output
+  std::string argument;  // "" for an output; `arg[i]` for a leaf of a list argument, as a plan names it
   int64_t output = -1;
   int64_t dim = 0;
   int64_t rank = 0;
