@@ -113,7 +113,7 @@ def make_inputs(cls_name, cfg, wl, f):
         return dict(hidden_states=f.float(B, h * w, cfg["in_channels"] * p * p),
                     encoder_hidden_states=f.float(B, T, cfg["context_in_dim"]),
                     timestep=f.float(B), img_shapes=[[(1, h, w)]] * B, img_mask=img_mask)
-    if cls_name in ("WanTransformer3DModel", "ChronoEditTransformer3DModel"):
+    if cls_name in ("WanTransformer3DModel", "ChronoEditTransformer3DModel", "SkyReelsV2Transformer3DModel"):
         fr, h, w = latent_video(wl["frames"], wl["height"], wl["width"])
         kw = dict(hidden_states=f.float(B, cfg["in_channels"], fr, h, w), timestep=f.float(B),
                   encoder_hidden_states=f.float(B, T, cfg["text_dim"]))
@@ -179,6 +179,21 @@ def make_inputs(cls_name, cfg, wl, f):
                     encoder_attention_mask=f.ints(B, T, values=[1] * (B * T)),
                     pooled_projections=f.float(B, cfg.get("pooled_projection_dim", 768)),
                     guidance=f.float(B))
+    if cls_name == "CogVideoXTransformer3DModel":
+        # CogVideoXPipeline: latents (B, frames, channels, h, w) -- frames before channels -- the
+        # text padded to max_text_seq_length, integer timesteps, and (cos, sin) of the video
+        # tokens' 3-D RoPE, (tokens, head_dim) each, when the config uses rotary embeddings.
+        fr, h, w = latent_video(wl["frames"], wl["height"], wl["width"])
+        T = cfg.get("max_text_seq_length", 226)
+        kw = dict(hidden_states=f.float(B, fr, cfg["in_channels"], h, w),
+                  encoder_hidden_states=f.float(B, T, cfg.get("text_embed_dim", 4096)),
+                  timestep=f.ints(B, values=[500] * B))
+        if cfg.get("use_rotary_positional_embeddings"):
+            p = cfg.get("patch_size", 2)
+            n = fr * (h // p) * (w // p)
+            d = cfg.get("attention_head_dim", 64)
+            kw["image_rotary_emb"] = (f.float(n, d, dtype=torch.float32), f.float(n, d, dtype=torch.float32))
+        return kw
     raise SystemExit("no input builder for class %s" % cls_name)
 
 

@@ -736,6 +736,22 @@ def manifest_workloads(cls_name, cfg, workload_specs, batch, dtype):
     return out
 
 
+def same_call(workload, example):
+    """Whether a config workload calls the forward as the example does (the same tensors, each of
+    the same rank): one that does not -- SkyReels-V2's 1-D timesteps for an example of diffusion
+    forcing's per-frame ones -- is no size of this program, so it is left out of the manifest, said so."""
+    def ranks(inputs):
+        return {k: len(v["shape"]) for k, v in inputs.items() if "shape" in v}
+    a, b = ranks(workload["inputs"]), ranks(example)
+    if a == b:
+        return True
+    why = next(("argument `%s` has %d dims there, %d in the example" % (k, a[k], b[k]) for k in a if k in b and a[k] != b[k]),
+               "it passes %s, the example %s" % (", ".join(sorted(a)), ", ".join(sorted(b))))
+    print("export_program: workload %s of tools/model_configs left out of the manifest: %s" % (workload["name"], why),
+          file=sys.stderr)
+    return False
+
+
 def export_config(config, out, workload=None, batch=None, dtype_name="fp32", model_dir=None, inputs=None,
                   write_inputs=None):
     """The command line's job: exports `config` (or `model_dir`) at a workload or an inputs file."""
@@ -753,8 +769,10 @@ def export_config(config, out, workload=None, batch=None, dtype_name="fp32", mod
     workloads = manifest_workloads(cls_name, cfg, workload_specs, batch, dtype)
     if inputs:
         kwargs = OrderedDict(list(tensors.items()) + list(extra_args.items()))
+        example = describe_inputs(kwargs)
+        workloads = [w for w in workloads if same_call(w, example)]
         workloads.insert(0, OrderedDict(name="example", params=OrderedDict(file=os.path.basename(inputs)),
-                                        inputs=describe_inputs(kwargs)))
+                                        inputs=example))
     else:
         if not workload_specs:
             raise SystemExit("export_program: --model-dir of a %s needs --inputs (no tools/model_configs entry of "

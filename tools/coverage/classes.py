@@ -193,11 +193,15 @@ _COGVIDEO = dict(num_attention_heads=2, attention_head_dim=8, in_channels=4, out
                  max_text_seq_length=8)  # inputs smaller than the sample size: the tokens stay dynamic
 
 
-@entry("CogVideoXTransformer3DModel", **{**_COGVIDEO, "max_text_seq_length": 7})
+@entry("CogVideoXTransformer3DModel", **{**_COGVIDEO, "max_text_seq_length": 7, "use_rotary_positional_embeddings": True})
 def _(c, g):
     # Odd lengths on purpose: 7 text tokens (a length the export fixes, made local per rank by the
-    # plan) before 3 x 3 x 3 = 27 video tokens, so ulysses=2 and ring=2 split both unevenly.
-    return dict(hidden_states=g.f(B, 3, 4, 6, 6), encoder_hidden_states=g.f(B, 7, 16), timestep=g.t().long())
+    # plan) before 3 x 3 x 3 = 27 video tokens, so ulysses=2 and ring=2 split both unevenly. RoPE
+    # as CogVideoX-5b runs it (plans/cogvideox.weft): the pipeline passes (cos, sin) of the video
+    # tokens, (tokens, head_dim) each.
+    angles = g.f(27, 8)
+    return dict(hidden_states=g.f(B, 3, 4, 6, 6), encoder_hidden_states=g.f(B, 7, 16), timestep=g.t().long(),
+                image_rotary_emb=(angles.cos(), angles.sin()))
 
 
 @entry("ConsisIDTransformer3DModel", **_COGVIDEO)
