@@ -379,6 +379,34 @@ int RunSuggest(const SuggestOptions& o) {
     }
     text = program::RenderSuggestion(s, nullptr);
   }
+  // No split flows through the model: the attention islands, kept if they check clean.
+  const bool flows = std::any_of(s.sources.begin(), s.sources.end(), [](const auto& t) { return !t.dropped; });
+  if (last.errors.empty() && !flows && s.cp_dropped.empty() && !s.island_sources.empty()) {
+    program::Suggestion islands = s;
+    islands.sources = s.island_sources;
+    islands.gathers = s.island_gathers;
+    islands.attention = s.island_attention;  // no other site sees a split
+    CheckResult again;
+    for (int round = 0; round < kMaxRounds; ++round) {
+      std::vector<program::RenderedRule> rules;
+      std::vector<std::string> now = checked;
+      again = Check(plan_name, program::RenderSuggestion(islands, &rules), *p, graph, now);
+      if (again.errors.empty() || !Repair(islands, rules, *p, again)) break;
+    }
+    const bool kept = std::any_of(islands.sources.begin(), islands.sources.end(), [](const auto& t) { return !t.dropped; });
+    if (again.errors.empty() && kept) {
+      islands.notes.push_back("context parallelism around each self-attention only (split where it is called, "
+                              "gathered where it returns, one all-gather per call): no split flows through the model");
+      s = std::move(islands);
+      text = program::RenderSuggestion(s, nullptr);
+    } else {
+      s.notes.push_back(again.errors.empty()
+                            ? "no split around each self-attention either: the checks refused every one"
+                            : "no split around each self-attention either: " + Reason(again.errors[0], p->Where()) +
+                                  " [at " + again.combination[0] + "]");
+      text = program::RenderSuggestion(s, nullptr);
+    }
+  }
   if (!last.errors.empty() || !AnyRule(s)) {
     std::cerr << "weft suggest: " << p->Where() << ": no plan whose rules all pass the checks";
     if (!last.errors.empty()) std::cerr << "; what blocks it, at " << last.combination[0] << ":\n  " << Reason(last.errors[0], p->Where());

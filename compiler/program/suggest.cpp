@@ -124,6 +124,7 @@ class Suggester {
     FollowTokens();
     Gathers();
     AttentionRules();
+    Islands();
     TensorParallel();
     Guidance();
     return std::move(s_);
@@ -680,6 +681,58 @@ class Suggester {
           }
         }
       }
+    }
+  }
+
+  // ---- Attention islands ---------------------------------------------------------------------
+  void Islands() {
+    std::set<std::string> done;
+    for (const Site& x : sites_) {
+      if (!x.self || x.module.empty()) continue;
+      const std::string glob = GlobOfPath(x.module);
+      if (!done.insert(glob).second) continue;
+      const std::vector<CallValues> calls = ModuleCallValues(p_, x.module);
+      if (calls.empty()) continue;
+      const std::string why = "around the self-attention `" + glob + "` only: split where it is called, gathered "
+                              "where it returns (no split flows through the model to it)";
+      // A token dim: one the walk knows as tokens, or else a symbolic one as long as the queries
+      // at the example (Helios's RoPE of history + chunk, built from other symbols). Splitting it
+      // alike is exact wherever it meets the tokens elementwise; anything else it meets, the
+      // checks refuse.
+      const TensorMeta* q = Meta(x.q);
+      const int64_t q_length = q != nullptr && q->sizes.size() == 4 ? q->sizes[2].value : -1;
+      auto token_dim = [&](const std::string& v) -> int64_t {
+        for (int64_t d = 0; d < Rank(v); ++d) {
+          if (tokens_.count(DimKey(v, d))) return d;
+        }
+        const TensorMeta* m = Meta(v);
+        for (int64_t d = 1; m != nullptr && d < Rank(v); ++d) {
+          const SymInt& size = m->sizes[static_cast<size_t>(d)];
+          if (size.symbolic && size.value == q_length) return d;
+        }
+        return -1;
+      };
+      std::vector<TokenSource> splits;
+      for (const auto& [name, v] : NamedTensors(calls[0])) {
+        const int64_t d = token_dim(v);
+        if (d < 0) continue;
+        TokenSource t;
+        t.at.push_back({glob, name, -1, d, Rank(v), TokenWhy(v, d, "`" + name + "` of `" + x.module + "`") + "; " + why});
+        splits.push_back(std::move(t));
+      }
+      std::vector<SuggestedGather> gathers;
+      for (size_t i = 0; i < calls[0].outputs.size(); ++i) {
+        const std::string& o = calls[0].outputs[i];
+        const int64_t d = o.empty() ? -1 : token_dim(o);
+        if (d < 0) continue;
+        gathers.push_back({glob, static_cast<int64_t>(i), d, Rank(o),
+                           "output " + std::to_string(i) + " of `" + glob + "` back whole along dim " + std::to_string(d)});
+      }
+      if (splits.empty() || gathers.empty()) continue;
+      for (TokenSource& t : splits) s_.island_sources.push_back(std::move(t));
+      for (SuggestedGather& g : gathers) s_.island_gathers.push_back(std::move(g));
+      s_.island_attention.push_back({glob, true, "self-attention over the tokens split around it (node `" +
+                                                     p_.nodes[x.node].name + "`, " + std::to_string(x.heads) + " heads)"});
     }
   }
 

@@ -26,6 +26,10 @@
 // then rowwise). Guidance branches: every forward argument whose dim 0 is the attention's
 // symbolic batch is split along it over cfg, and every output along dim 0 gathered.
 //
+// When no split flows through the model (a history cut inside each block, a convolution over
+// the positions), the fallback is an island per self-attention module: its token arguments split
+// where it is called, its outputs gathered where it returns (island_*).
+//
 // Nothing here is proven: driver/suggest_command.cpp checks the rendered plan with the checks of
 // a written one and moves or drops the rules they refuse.
 
@@ -99,6 +103,12 @@ struct Suggestion {
   // length: Sana's linear attention, token lengths the export fixed); tensor parallelism and the
   // guidance branches are still proposed.
   std::string cp_dropped;
+  // The fallback when no split flows through the model (Helios cuts its history out inside each
+  // block): each self-attention module split where it is called and gathered where it returns,
+  // run context-parallel -- its quadratic work divided, one all-gather per call.
+  std::vector<TokenSource> island_sources;
+  std::vector<SuggestedGather> island_gathers;
+  std::vector<SuggestedAttention> island_attention;
   std::vector<SuggestedSplit> cfg_splits;
   std::vector<SuggestedGather> cfg_gathers;
   std::string cfg_dropped;
