@@ -330,13 +330,30 @@ class Tracer:
 
 @contextlib.contextmanager
 def patched_attention(tracer):
-    """Wrap dispatch_attention_fn wherever a diffusers module imported it, recording q/k/v."""
+    """Wrap dispatch_attention_fn wherever a diffusers module imported it, recording q/k/v; and
+    torch's scaled_dot_product_attention for processors that call it directly (CogVideoX), unless
+    dispatch_attention_fn is the caller (its native backend), so that no call counts twice."""
     import diffusers.models.attention_dispatch as ad
+    import torch.nn.functional as F
     original = ad.dispatch_attention_fn
+    original_sdpa = F.scaled_dot_product_attention
+    inside_dispatch = [0]
 
     def wrapper(query, key, value, *args, **kwargs):
         tracer.record_attention(query, key, value)
-        return original(query, key, value, *args, **kwargs)
+        inside_dispatch[0] += 1
+        try:
+            return original(query, key, value, *args, **kwargs)
+        finally:
+            inside_dispatch[0] -= 1
+
+    def sdpa_wrapper(query, key, value, *args, **kwargs):
+        if inside_dispatch[0] == 0 and query.dim() == 4:
+            # SDPA takes (B, H, S, D); the records are (B, S, H, D) like dispatch_attention_fn's.
+            tracer.record_attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2))
+        return original_sdpa(query, key, value, *args, **kwargs)
+
+    F.scaled_dot_product_attention = sdpa_wrapper
 
     patched = []
     for name, mod in list(sys.modules.items()):
@@ -348,6 +365,7 @@ def patched_attention(tracer):
     finally:
         for mod in patched:
             setattr(mod, "dispatch_attention_fn", original)
+        F.scaled_dot_product_attention = original_sdpa
 
 
 @contextlib.contextmanager
@@ -495,6 +513,13 @@ def attention_site(path, mod, calls, qkv):
     first = calls[0]["args"] if calls else {}
     ehs = first.get("encoder_hidden_states") is not None and "encoder_hidden_states" in first
     joint = getattr(mod, "add_q_proj", None) is not None
+    if ehs and qkv and not joint:
+        # One projection over [text | tokens] (CogVideoX's processor concatenates the two streams
+        # itself): the queries are as long as both streams together, so the site is joint.
+        hs_shape = (first.get("hidden_states") or {}).get("shape")
+        ehs_shape = (first.get("encoder_hidden_states") or {}).get("shape")
+        if hs_shape and ehs_shape and len(hs_shape) == 3 and len(ehs_shape) == 3:
+            joint = int(qkv[0]["q"][1]) == int(hs_shape[1]) + int(ehs_shape[1])
     if joint:
         a["kind"] = "joint"
         a["q"] = ["hidden_states", "encoder_hidden_states"]

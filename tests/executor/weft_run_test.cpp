@@ -552,7 +552,7 @@ TEST(WeftRunJob, UnknownModelIsAClearError) {
   Shell s = Sh(kWeftRun + " --model flux:huge --nproc 1 --mesh ulysses=1");
   EXPECT_EQ(s.status, 2) << s.output;
   EXPECT_EQ(s.output.rfind("weft-run: unknown model `flux:huge`: no flux-huge.json in " + kSource +
-                               "/tools/model_configs (there: chronoedit-14b, chronoedit-tiny, flux-heads6-tiny, ",
+                               "/tools/model_configs (there: chronoedit-14b, chronoedit-tiny, cogvideox-5b, flux-heads6-tiny, ",
                            0),
             0u) << s.output;
   EXPECT_NE(s.output.find("); give a diffusers directory with --model-dir, or a config with --model-config\n"),
