@@ -75,6 +75,8 @@ def first_problem(result):
         if s["status"] in ("fail", "n/a"):
             return "%s: %s" % (step, s["reason"])
     bits = ["%s: %s" % (k, s["reason"]) for k, s in result["steps"].items() if s["status"] == "skip" and s["reason"]]
+    if result.get("tolerance"):
+        bits.append("sharded runs at tolerance " + result["tolerance"])
     return "; ".join(bits)
 
 
@@ -106,7 +108,9 @@ def write_table(results, out, elapsed):
         "- unsharded: `weft-run --program` matches diffusers' eager fp32 output, <= 1e-4 x max|ref|",
         "- plan: `weft suggest` proposed a plan and `weft check` accepts it at ulysses=2",
         "- u2, r2, tp2: `weft-run --nproc 2` with that plan at ulysses=2, ring=2 (p2p), tp=2 (when the plan has",
-        "  tensor_parallel rules) matches the same diffusers output",
+        "  tensor_parallel rules) matches the same diffusers output; u2 and r2 count only where some attention",
+        "  runs context-parallel under the plan's splits (`weft compile` at ulysses=2 says so); a class that",
+        "  computes in lower precision on purpose is held to a tolerance its row states (tools/coverage/classes.py)",
         "",
         "✔ passed, ✘ failed (reason: the first step that did not pass), – not run (a step before it failed, or",
         "nothing to run), n/a the tool is not there yet.",

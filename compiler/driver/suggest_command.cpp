@@ -64,6 +64,11 @@ struct CheckResult {
   // The first error as the lowering threw it, when it did: the whole value it met, if any.
   std::string whole_value;
   int64_t whole_dim = -1;
+  // The fewest attention steps that run context-parallel at any clean combination of a mesh with
+  // a ring or ulysses axis (-1: no such combination). Zero means the splits the checks kept reach
+  // no attention: a split and its gather that only move tokens around cost collectives and shard
+  // nothing that matters (SanaWM's split and gather of one Linear's output).
+  int64_t cp_attention = -1;
 };
 
 CheckResult Check(const std::string& plan_name, const std::string& text, const program::Program& program,
@@ -125,6 +130,13 @@ CheckResult Check(const std::string& plan_name, const std::string& text, const p
         program::LowerToProgramWithCost(*compiled, program, in.graph_files[0], in.graphs[0]);
         program::Program edited = program;
         program::ApplyEdits(edited, *compiled->program);
+        // Counted on the program's edits: an attention whose keys no split reaches runs local there.
+        if (compiled->mesh.Cp() > 1) {
+          const int64_t n = std::count_if(compiled->steps.begin(), compiled->steps.end(), [](const plan::ModuleStep& st) {
+            return st.attention && st.attention->mode != plan::AttentionMode::kLocal;
+          });
+          result.cp_attention = result.cp_attention < 0 ? n : std::min(result.cp_attention, n);
+        }
       } catch (const program::PlanEditError& e) {
         ReportPlanEditError(e, src, diags);
         result.whole_value = e.whole_value();
@@ -164,6 +176,18 @@ void DropGuidance(program::Suggestion& s, const std::string& why) {
                                [](const std::string& n) { return n.find("[at cfg=") != std::string::npos; }),
                 s.notes.end());
   s.notes.push_back("no guidance_parallel section: " + why);
+}
+
+// No context_parallel section: every token split and gather leaves, one note says why.
+void DropContextParallel(program::Suggestion& s, const std::string& why) {
+  for (program::TokenSource& t : s.sources) {
+    if (t.dropped) continue;
+    t.dropped = true;
+    t.dropped_why = why;
+  }
+  s.gathers.clear();
+  s.attention.clear();
+  s.notes.push_back("no context-parallel rule kept: " + why);
 }
 
 // Moves or drops the rule `error` is about; false when it points at none.
@@ -379,8 +403,18 @@ int RunSuggest(const SuggestOptions& o) {
     }
     text = program::RenderSuggestion(s, nullptr);
   }
+  // Splits that reach no attention shard nothing worth their collectives: the context-parallel
+  // rules go, and the attention islands are tried as when no split flows at all.
+  bool flows = std::any_of(s.sources.begin(), s.sources.end(), [](const auto& t) { return !t.dropped; });
+  if (last.errors.empty() && flows) {
+    CheckResult again = Check(plan_name, text, *p, graph, checked);
+    if (again.errors.empty() && again.cp_attention == 0) {
+      DropContextParallel(s, "the splits the checks kept reach no attention: every attention runs local under them");
+      text = program::RenderSuggestion(s, nullptr);
+      flows = false;
+    }
+  }
   // No split flows through the model: the attention islands, kept if they check clean.
-  const bool flows = std::any_of(s.sources.begin(), s.sources.end(), [](const auto& t) { return !t.dropped; });
   if (last.errors.empty() && !flows && s.cp_dropped.empty() && !s.island_sources.empty()) {
     program::Suggestion islands = s;
     islands.sources = s.island_sources;
@@ -393,11 +427,17 @@ int RunSuggest(const SuggestOptions& o) {
       again = Check(plan_name, program::RenderSuggestion(islands, &rules), *p, graph, now);
       if (again.errors.empty() || !Repair(islands, rules, *p, again)) break;
     }
-    const bool kept = std::any_of(islands.sources.begin(), islands.sources.end(), [](const auto& t) { return !t.dropped; });
+    bool kept = std::any_of(islands.sources.begin(), islands.sources.end(), [](const auto& t) { return !t.dropped; });
+    if (again.errors.empty() && kept && again.cp_attention == 0) {
+      kept = false;
+      s.notes.push_back("no split around each self-attention either: the splits the checks kept reach no attention");
+    }
     if (again.errors.empty() && kept) {
       islands.notes.push_back("context parallelism around each self-attention only (split where it is called, "
                               "gathered where it returns, one all-gather per call): no split flows through the model");
       s = std::move(islands);
+      text = program::RenderSuggestion(s, nullptr);
+    } else if (again.errors.empty() && again.cp_attention == 0) {
       text = program::RenderSuggestion(s, nullptr);
     } else {
       s.notes.push_back(again.errors.empty()

@@ -277,6 +277,14 @@ std::string AttentionOwner(const Program& program, const Node& node) {
       if (std::find(types.begin(), types.end(), it->type) != types.end()) return it->path;
     }
   }
+  std::set<std::string> with_linear;
+  for (const Node& n : program.nodes) {
+    if (n.target != "torch.ops.aten.linear.default" || n.stack < 0) continue;
+    for (const ModuleFrame& f : program.module_stacks[static_cast<size_t>(n.stack)]) with_linear.insert(f.path);
+  }
+  for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
+    if (!it->path.empty() && with_linear.count(it->path)) return it->path;
+  }
   return frames.back().path;
 }
 

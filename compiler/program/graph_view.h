@@ -27,8 +27,9 @@ namespace weft::program {
 model::ModelGraph GraphOfProgram(const Program& program);
 
 // The innermost module of `node` that owns an attention call: the innermost frame of its module
-// stack whose class is one of the manifest's attention classes, else the innermost frame.
-// Empty when the node has no stack.
+// stack whose class is one of the manifest's attention classes, else the innermost frame that
+// runs a Linear (the projections: SanaWM's softmax attention takes Q, K and V from its caller),
+// else the innermost frame. Empty when the node has no stack.
 std::string AttentionOwner(const Program& program, const Node& node);
 
 inline constexpr const char* kSdpaTarget = "torch.ops.aten.scaled_dot_product_attention.default";

@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "compiler/program/expr.h"
+#include "compiler/program/graph_view.h"
 #include "compiler/program/lowering.h"
 #include "compiler/program/local_sizes.h"
 
@@ -338,14 +339,8 @@ class Suggester {
   };
 
   std::string AttentionModule(const Node& n) const {
-    if (n.stack >= 0 && p_.manifest) {
-      const auto& stack = p_.module_stacks[static_cast<size_t>(n.stack)];
-      const auto& types = p_.manifest->attention_types;
-      for (auto it = stack.rbegin(); it != stack.rend(); ++it) {
-        if (std::find(types.begin(), types.end(), it->type) != types.end()) return it->path;
-      }
-    }
-    return ModuleOf(p_, n);
+    const std::string owner = AttentionOwner(p_, n);
+    return owner.empty() ? ModuleOf(p_, n) : owner;
   }
 
   void FindAttention() {

@@ -106,9 +106,12 @@ def _known(cls):
 CLASSES = {}
 
 
-def entry(cls, **config):
+def entry(cls, tolerance=None, **config):
+    """A class's tiny config and its inputs. `tolerance` = (relative tolerance, why): for a class whose
+    forward computes in a lower precision than fp32 on purpose (SanaWM casts q/k/v to bf16 before
+    SDPA), the sharded runs differ from diffusers by that precision's rounding, not by 1e-4."""
     def register(fn):
-        CLASSES[cls] = dict(config=config, build=fn)
+        CLASSES[cls] = dict(config=config, build=fn, tolerance=tolerance)
         return fn
     return register
 
@@ -522,7 +525,10 @@ def _(c, g):
                 encoder_attention_mask=g.mask(12))
 
 
-@entry("SanaWMTransformer3DModel", in_channels=4, num_layers=1, hidden_size=32, num_attention_heads=2,
+@entry("SanaWMTransformer3DModel",
+       tolerance=(1e-3, "its softmax attention runs in bf16 (SanaWMSoftmaxAttention casts q, k and v to bf16 "
+                        "before SDPA), so sharded attention rounds differently from diffusers'"),
+       in_channels=4, num_layers=1, hidden_size=32, num_attention_heads=2,
        softmax_every_n=1, linear_head_dim=16, chunk_plucker_post_attn_blocks=1, chunk_plucker_channels=8,
        image_size=64, caption_channels=16)
 def _(c, g):
@@ -597,7 +603,7 @@ def spec_of(cls):
         raise SystemExit("tools/coverage/classes.py has no entry for %s" % cls)
     e = CLASSES[cls]
     cfg = dict(e["config"])
-    return dict(config=cfg, inputs=lambda: e["build"](cfg, Gen(0)),
+    return dict(config=cfg, inputs=lambda: e["build"](cfg, Gen(0)), tolerance=e["tolerance"],
                 source=json.dumps(cfg, sort_keys=True, default=str) + inspect.getsource(e["build"]))
 
 

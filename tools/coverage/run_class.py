@@ -192,6 +192,17 @@ def step_prepare(cls, work):
                         if not isinstance(v, torch.Tensor) or True})
 
 
+def context_parallel_attention(plan, program):
+    """How many attention steps of `plan` run context-parallel on `program` at ulysses=2 (None when
+    weft cannot compile it there)."""
+    p = subprocess.run([WEFT, "compile", plan, "--program", program, "--mesh", "ulysses=2", "--ulysses-anything"],
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    if p.returncode != 0:
+        return None
+    steps = json.loads(p.stdout).get("steps", [])
+    return sum(1 for s in steps if (s.get("attention") or {}).get("mode", "local") != "local")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("cls")
@@ -315,17 +326,28 @@ def main():
         # The plan's header says why the checks left no split (its first note).
         notes = [ln[2:] for ln in text.splitlines() if ln.startswith("# ")][2:]
         cp_why = notes[0][:160] if notes else ""
+        if has_cp:
+            # Splits count only where an attention runs context-parallel under them (a split and
+            # gather around one Linear pass at parity and shard nothing).
+            cp_sites = context_parallel_attention(plan, program)
+            if cp_sites == 0:
+                has_cp = False
+                cp_why = "no attention runs context-parallel under its splits (weft compile at ulysses=2)"
     plan_fp = file_id(plan) if planned else None
+    tolerance = class_inputs.spec_of(cls).get("tolerance")
+    tol_args = ["--tolerance", repr(tolerance[0])] if tolerance else []
     for step, mesh in MESHES.items():
-        fp = fingerprint(step, prog_fp, plan_fp, file_id(WEFT_RUN), file_id(ref))
+        fp = fingerprint(step, prog_fp, plan_fp, file_id(WEFT_RUN), file_id(ref), tol_args)
         if step == "tp2" and planned and not has_tp:
             res.set(step, fp, "skip", "the plan has no tensor_parallel rules")
             continue
-        # Without context_parallel rules a ulysses or ring run is the unsharded one: not a pass.
+        # Without context-parallel attention a ulysses or ring run is the unsharded one: not a pass.
         if step in ("u2", "r2") and planned and not has_cp:
-            res.set(step, fp, "skip", "the plan has no context_parallel rules" + (" (" + cp_why + " ...)" if cp_why else ""))
+            why = "the plan has no context_parallel rules" if "\ncontext_parallel {" not in text else "the plan shards no attention"
+            res.set(step, fp, "skip", why + (" (" + cp_why + " ...)" if cp_why else ""))
             continue
-        tool_step(step, fp, run_base + ["--plan", plan, "--nproc", "2"] + mesh, needs=planned)
+        tool_step(step, fp, run_base + ["--plan", plan, "--nproc", "2"] + mesh + tol_args, needs=planned)
+    res.data["tolerance"] = ("%g: %s" % tolerance) if tolerance else None
     res.data["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     res.save()
 
