@@ -48,7 +48,8 @@ std::string Describe(const plan::Attention& a) {
   os << "attention " << plan::AttentionModeName(a.mode) << " (heads " << a.heads << " x " << a.head_dim << ", "
      << a.local_heads << " local + " << a.head_pad << " pad, ulysses " << a.ulysses << ", ring " << a.ring
      << ", rotate " << plan::RotateMethodName(a.rotate_method) << (a.convert_to_fp32 ? ", fp32 merge" : "")
-     << (a.uneven_sequence ? ", uneven" : "") << ", q " << a.q_len << ", kv " << a.kv_len << ")";
+     << (a.uneven_sequence ? ", uneven" : "") << (a.pair_mask ? ", mask over (query, key) pairs" : "") << ", q "
+     << a.q_len << ", kv " << a.kv_len << ")";
   return os.str();
 }
 

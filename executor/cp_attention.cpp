@@ -16,8 +16,10 @@ std::string Where(const dist::DistContext& ctx, const std::string& fqn, const pl
 }
 
 at::Tensor CpAttentionKernel::Run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                  const std::optional<at::Tensor>& key_padding_mask) {
+                                  const std::optional<at::Tensor>& key_padding_mask,
+                                  const std::optional<at::Tensor>& pair_mask) {
   runtime::CpAttentionOptions options;
+  options.pair_mask = pair_mask;
   options.convert_to_fp32 = attention_.convert_to_fp32;
   options.rotate = attention_.rotate_method == plan::RotateMethod::kP2p ? runtime::RingRotate::kP2p
                                                                          : runtime::RingRotate::kAllGather;
@@ -27,7 +29,8 @@ at::Tensor CpAttentionKernel::Run(const at::Tensor& q, const at::Tensor& k, cons
     at::Tensor out;
     switch (attention_.mode) {
       case plan::AttentionMode::kLocal:
-        out = runtime::LocalAttention(q, k, v, key_padding_mask, {std::nullopt, runtime::LocalKernel::kAuto, false}).out;
+        out = runtime::LocalAttention(q, k, v, key_padding_mask, pair_mask,
+                                      {std::nullopt, runtime::LocalKernel::kAuto, false}).out;
         break;
       case plan::AttentionMode::kUlysses:
         out = runtime::UlyssesAttention(ctx_, q, k, v, key_padding_mask, options).out;

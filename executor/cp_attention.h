@@ -26,8 +26,11 @@ class CpAttentionKernel {
  public:
   CpAttentionKernel(plan::Attention attention, std::string site, bool uneven, dist::DistContext& ctx)
       : attention_(std::move(attention)), site_(std::move(site)), uneven_(uneven), ctx_(ctx) {}
+  // `pair_mask`: a whole mask over (query, key) pairs (plan::Attention::pair_mask), bool
+  // (B or 1, 1, Sq, Skv) over every rank's queries and keys.
   at::Tensor Run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                 const std::optional<at::Tensor>& key_padding_mask);
+                 const std::optional<at::Tensor>& key_padding_mask,
+                 const std::optional<at::Tensor>& pair_mask = std::nullopt);
 
  private:
   plan::Attention attention_;

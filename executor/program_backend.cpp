@@ -130,6 +130,54 @@ at::Tensor KeyPaddingMask(const at::Tensor& mask, const at::Tensor& q, const at:
   return (shifted == 0).contiguous();
 }
 
+// scaled_dot_product_attention's attn_mask over (query, key) pairs, whole on every rank (the
+// plan's pair_mask: a sliding window, segments of packed samples), as the bool (B or 1, 1, Sq,
+// Skv) mask the kernels slice per rank. An additive one must hold 0 (attend) and -inf or <= -1e3
+// (do not); a row masked whole by a finite amount attends to every key, as the one device's
+// softmax does (the row's maximum is subtracted: the mask is whole here, so no collective).
+at::Tensor PairMask(const at::Tensor& mask, const at::Tensor& q, const std::string& where) {
+  if (mask.dim() < 2 || mask.dim() > 4) {
+    throw ExecError(where + ": the attention mask over (query, key) pairs has " + std::to_string(mask.dim()) +
+                    " dimensions; it must broadcast to (B, H, Sq, Skv)");
+  }
+  std::vector<int64_t> shape(static_cast<size_t>(4 - mask.dim()), 1);
+  for (int64_t d = 0; d < mask.dim(); ++d) shape.push_back(mask.size(d));
+  at::Tensor m4 = mask.reshape(shape);
+  if (shape[0] != 1 && shape[0] != q.size(0)) {
+    throw ExecError(where + ": the attention mask over (query, key) pairs " + c10::str(mask.sizes()) +
+                    " does not broadcast over the batch of " + std::to_string(q.size(0)));
+  }
+  // Expanded along the heads (a mask repeated per head) it is one mask; one that differs between
+  // heads would need each rank's own heads of it under Ulysses, which weft does not slice.
+  if (shape[1] != 1) {
+    const at::Tensor first = m4.narrow(1, 0, 1);
+    if (!at::equal(m4, first.expand_as(m4))) {
+      throw ExecError(where + ": the attention mask over (query, key) pairs " + c10::str(mask.sizes()) +
+                      " differs between heads; context-parallel attention applies one mask to every head");
+    }
+    m4 = first;
+  }
+  if (mask.scalar_type() == at::kBool) return m4;
+  if (!at::isFloatingType(mask.scalar_type())) {
+    throw ExecError(where + ": attention mask of dtype " + std::string(c10::toString(mask.scalar_type())) +
+                    "; scaled_dot_product_attention takes bool or floating masks");
+  }
+  constexpr double kMaskedAtMost = -1e3;  // as KeyPaddingMask
+  const at::Tensor f = m4.to(at::kFloat);
+  auto binary = [&](const at::Tensor& x) { return ((x == 0) | (x <= kMaskedAtMost)).all().item<bool>(); };
+  if (f.isnan().any().item<bool>() || !binary(f)) {
+    throw ExecError(where + ": context-parallel attention takes additive masks of 0 (attend) and -inf or <= -1e3 "
+                    "(do not) only; this mask over (query, key) pairs has other values");
+  }
+  const at::Tensor row_max = f.amax(3, /*keepdim=*/true);
+  const at::Tensor shifted = f - at::where(row_max.isfinite(), row_max, at::zeros_like(row_max));
+  if (!binary(shifted)) {
+    throw ExecError(where + ": context-parallel attention takes additive masks of 0 (attend) and -inf or <= -1e3 "
+                    "(do not) only; a row of this one masks every key by amounts less than 1e3 apart");
+  }
+  return shifted == 0;
+}
+
 }  // namespace
 
 at::Tensor ProgramBackend::Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -139,12 +187,16 @@ at::Tensor ProgramBackend::Attention(const at::Tensor& q, const at::Tensor& k, c
   if (scale && std::abs(*scale - 1.0 / std::sqrt(static_cast<double>(q.size(-1)))) > 1e-12) {
     throw ExecError(where + ": context-parallel attention with a scale other than 1/sqrt(head_dim) is not supported");
   }
-  std::optional<at::Tensor> key_mask;
-  if (attn_mask) key_mask = KeyPaddingMask(*attn_mask, q, k, where, ctx_);
+  std::optional<at::Tensor> key_mask, pair_mask;
+  if (attn_mask && edit.attention->pair_mask) {
+    pair_mask = PairMask(*attn_mask, q, where);
+  } else if (attn_mask) {
+    key_mask = KeyPaddingMask(*attn_mask, q, k, where, ctx_);
+  }
   auto& kernel = kernels_[&edit];
   if (!kernel) kernel = std::make_unique<CpAttentionKernel>(*edit.attention, edit.module, edit.uneven, ctx_);
   // The operator's (B, H, S, D) as weft's kernels take it, (B, S, H, D): views, no copies.
-  return kernel->Run(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), key_mask).transpose(1, 2);
+  return kernel->Run(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), key_mask, pair_mask).transpose(1, 2);
 }
 
 at::Tensor ProgramBackend::AllReduce(at::Tensor x, const std::optional<at::Tensor>& bias, const plan::ProgramEdit& edit) {

@@ -77,6 +77,7 @@ Row RowOf(const plan::ModuleStep& s) {
     o << " " << a.local_heads << "h";
     if (a.head_pad) o << "+" << a.head_pad;
     o << " q" << a.q_len << " kv" << a.kv_len;
+    if (a.pair_mask) o << " pair-mask";
     r.attention = o.str();
   }
   if (s.tp) {

@@ -151,6 +151,10 @@ struct Attention {
   bool convert_to_fp32 = true;                            // ring / usp: fp32 out/LSE merge
   int64_t q_len = 0;        // global query length of one call (first traced call)
   int64_t kv_len = 0;       // global key/value length of one call
+  // Its attn_mask is over (query, key) pairs and reaches it whole (a sliding window, segments of
+  // packed samples): each rank applies the rows of its queries and the columns of each key block
+  // (runtime/attention CpAttentionOptions::pair_mask); nothing of it moves. Set on programs.
+  bool pair_mask = false;
   Origin origin;
 };
 

@@ -82,6 +82,7 @@ J AttentionJson(const Attention& a) {
   j["convert_to_fp32"] = a.convert_to_fp32;
   j["q_len"] = a.q_len;
   j["kv_len"] = a.kv_len;
+  if (a.pair_mask) j["pair_mask"] = true;  // written only when set: plans without one keep their hash
   j["origin"] = OriginJson<J>(a.origin);
   return j;
 }
@@ -409,7 +410,7 @@ class Reader {
 void ReadAttention(Reader& r, const OJson& x, const std::string& xp, Attention& a) {
   if (!r.Object(x, xp)) return;
   r.Keys(x, xp, {"mode", "heads", "head_dim", "local_heads", "head_pad", "ulysses", "ring", "uneven_sequence",
-                 "rotate_method", "convert_to_fp32", "q_len", "kv_len", "origin"});
+                 "rotate_method", "convert_to_fp32", "q_len", "kv_len", "pair_mask", "origin"});
   r.Enum(x, "mode", xp, a.mode, ParseAttentionMode, "`local`, `ulysses`, `ring` or `usp`");
   r.Int(x, "heads", xp, a.heads);
   r.Int(x, "head_dim", xp, a.head_dim);
@@ -422,6 +423,7 @@ void ReadAttention(Reader& r, const OJson& x, const std::string& xp, Attention& 
   r.Bool(x, "convert_to_fp32", xp, a.convert_to_fp32);
   r.Int(x, "q_len", xp, a.q_len);
   r.Int(x, "kv_len", xp, a.kv_len);
+  if (x.contains("pair_mask")) r.Bool(x, "pair_mask", xp, a.pair_mask);
   r.ReadOrigin(x, xp, a.origin);
 }
 
@@ -922,7 +924,7 @@ std::string DumpPlan(const ExecutionPlan& p) {
       if (a.mode == AttentionMode::kRing || a.mode == AttentionMode::kUsp) {
         out << " rotate=" << RotateMethodName(a.rotate_method) << (a.convert_to_fp32 ? " fp32" : "");
       }
-      out << (a.uneven_sequence ? " uneven" : "") << "  @ " << a.origin.ToString() << "\n";
+      out << (a.uneven_sequence ? " uneven" : "") << (a.pair_mask ? " pair-mask" : "") << "  @ " << a.origin.ToString() << "\n";
     }
     if (s.tp) {
       const TensorParallel& t = *s.tp;

@@ -488,6 +488,38 @@ class LocalSizes {
     return false;
   }
 
+  // A mask over (query, key) pairs (B, 1 or H, queries, keys) -- a sliding window, segments of
+  // packed samples -- reaches context-parallel attention node `n` (edit `site`): it stays whole, and
+  // the kernels apply each rank's rows and each key block's columns (the edit's pair_mask). That
+  // is exact when the mask is whole on every rank and its rows and its columns are each one split
+  // stream, so that the ranks' pieces in rank order are the mask's own order; anything else is
+  // refused by name.
+  void PairMask(const Node& n, size_t site, const std::string& mask, const TensorMeta& meta) {
+    plan::ProgramEdit& attention = edits_.edits[site];
+    const std::string module = ModuleOf(p_, n);
+    auto refuse = [&](const std::string& why) {
+      return PlanEditError(EditCheck::kMaskNotLaidOutWithKeys, attention.origin,
+                           where_ + ": the mask `" + mask + "` of context-parallel attention `" + n.name + "` (module `" +
+                               module + "`" + RuleAt(attention.origin) + ") varies along the queries as well as the keys, " +
+                               why + "; leave this attention local",
+                           n.name, module);
+    };
+    // Along the heads it may only be expanded (HunyuanVideo's refiner repeats its mask per head):
+    // the runtime checks by value that every head holds the same mask and applies one.
+    for (const auto& [length, edit] : ShardOf(n, mask)) {
+      if (edits_.edits[edit].group == plan::kCpGroup) {
+        throw refuse("but it is split (along " + length + "): each rank takes its rows and columns from the whole mask, "
+                     "so it must reach the attention whole -- leave its source unsplit");
+      }
+    }
+    const std::string rows = canonical_.Of(meta.sizes[2]), cols = canonical_.Of(meta.sizes[3]);
+    if (!all_lengths_.count(rows) || !all_lengths_.count(cols)) {
+      throw refuse("and its " + rows + " queries or " + cols + " keys are not one split stream each (a joint sequence "
+                   "of several streams lays the ranks' pieces out in another order than the mask's)");
+    }
+    attention.attention->pair_mask = true;
+  }
+
   // The attention mask of context-parallel attention node `index` (edit `site`), when the plan
   // left it whole: split for the site's module along its keys dim, as the site's K/V are laid
   // out -- one split stream, or the concatenation of several (HunyuanVideo's joint mask over
@@ -507,13 +539,8 @@ class LocalSizes {
       // text refiner: its text mask as rows and columns) has no per-key layout. A mask expanded
       // from one row (LTX per head) is one row per key, as the runtime checks by value.
       if (meta->sizes.size() == 4 && (meta->sizes[2].symbolic || meta->sizes[2].value != 1) && !ExpandedFromOneRow(mask)) {
-        const plan::ProgramEdit& attention = edits_.edits[site];
-        throw PlanEditError(EditCheck::kMaskNotLaidOutWithKeys, attention.origin,
-                            where_ + ": the mask `" + mask + "` of context-parallel attention `" + n.name + "` (module `" +
-                                module + "`" + RuleAt(attention.origin) +
-                                ") varies along the queries as well as the keys; ring and Ulysses attention take a mask "
-                                "over the keys only (B, 1, 1, keys): leave this attention local",
-                            n.name, module);
+        PairMask(n, site, mask, *meta);
+        return;
       }
     }
     // A mask already split with its keys needs no split here; one that is only a shard of the

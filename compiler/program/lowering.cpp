@@ -151,11 +151,16 @@ std::vector<CallValues> ModuleCallValues(const Program& p, const std::string& mo
 void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::ModelGraph& graph) {
   if (!plan.program) return;
   std::set<std::string> sites, masked, additive;  // additive: a floating attn_mask
+  std::set<std::string> paired;                   // a whole mask over (query, key) pairs: nothing moves
   std::map<std::string, const Node*> nodes;
   for (const Node& n : p.nodes) nodes[n.name] = &n;
   for (const plan::ProgramEdit& e : plan.program->edits) {
     if (e.kind != plan::ProgramEdit::Kind::kAttention) continue;
     sites.insert(e.module);
+    if (e.attention && e.attention->pair_mask) {
+      paired.insert(e.module);
+      continue;
+    }
     auto n = nodes.find(e.node);
     if (n == nodes.end()) continue;
     for (const NamedArgument& in : n->second->inputs) {
@@ -179,6 +184,10 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
               c.end());
       changed = true;
       continue;
+    }
+    if (paired.count(s.module) && !s.attention->pair_mask) {
+      s.attention->pair_mask = true;
+      changed = true;
     }
     const model::SiteCalls* calls = w != nullptr ? w->FindAttention(s.module) : nullptr;
     if (!masked.count(s.module) || calls == nullptr) continue;

@@ -55,7 +55,26 @@ bool HasFalse(const std::optional<at::Tensor>& key_mask) {
 int64_t OptionBits(const CpAttentionOptions& o) {
   return static_cast<int64_t>(o.kernel) | static_cast<int64_t>(o.rotate) << 3 |
          static_cast<int64_t>(o.convert_to_fp32) << 4 | static_cast<int64_t>(o.return_lse) << 5 |
-         (o.scale ? 1 : 0) << 6;
+         (o.scale ? 1 : 0) << 6 | (o.pair_mask ? 1 : 0) << 7;
+}
+
+// Where each rank's piece starts in the global order: the sums of the lengths before it.
+std::vector<int64_t> Offsets(const std::vector<int64_t>& lengths) {
+  std::vector<int64_t> offsets(lengths.size(), 0);
+  for (size_t i = 1; i < lengths.size(); ++i) offsets[i] = offsets[i - 1] + lengths[i - 1];
+  return offsets;
+}
+
+// The pair mask checked against the global lengths the ranks hold (it must cover exactly their
+// queries and keys, in their order), on q's device.
+at::Tensor PairMaskOf(const std::string& where, const at::Tensor& pair, const at::Tensor& q, int64_t sq_total,
+                      int64_t skv_total) {
+  TORCH_CHECK(pair.dim() == 4 && (pair.size(0) == 1 || pair.size(0) == q.size(0)) && pair.size(1) == 1 &&
+                  pair.size(2) == sq_total && pair.size(3) == skv_total && pair.scalar_type() == at::kBool,
+              where, ": the mask over (query, key) pairs must be bool (B or 1, 1, Sq, Skv) over every rank's queries "
+              "and keys, (", q.size(0), ", 1, ", sq_total, ", ", skv_total, "); got ", pair.scalar_type(), " ",
+              pair.sizes());
+  return pair.to(q.device());
 }
 
 // A field of the shape record as a reader wants it.
@@ -67,7 +86,7 @@ std::string FieldText(int field, int64_t value) {
     s << "{kernel " << LocalKernelName(static_cast<LocalKernel>(value & 7)) << ", rotate "
       << RingRotateName(static_cast<RingRotate>(value >> 3 & 1)) << ", convert_to_fp32 "
       << (value >> 4 & 1) << ", return_lse " << (value >> 5 & 1) << ", scale "
-      << ((value >> 6 & 1) ? "given" : "default") << "}";
+      << ((value >> 6 & 1) ? "given" : "default") << ", pair mask " << ((value >> 7 & 1) ? "given" : "none") << "}";
   } else {
     s << value;
   }
@@ -226,27 +245,32 @@ AttentionOutput UlyssesOut(DistContext& ctx, Axis axis, const AttentionOutput& l
 
 // Ring over `axis` with known key-block lengths (one per axis rank). `key_mask` is this
 // rank's block mask when masks move (move_mask), else ignored.
+// `pair_rows`: the pair mask's rows of this rank's queries over every key of the axis, (B or 1,
+// 1, Sq, sum skv); each key block attends under its own columns.
 AttentionOutput RingCore(DistContext& ctx, Axis axis, const at::Tensor& q, const at::Tensor& k,
                          const at::Tensor& v, const std::optional<at::Tensor>& key_mask,
                          const std::vector<int64_t>& skv, bool move_mask,
-                         const CpAttentionOptions& o) {
+                         const CpAttentionOptions& o, const std::optional<at::Tensor>& pair_rows = std::nullopt) {
   const int n = ctx.AxisSize(axis);
   const int r = ctx.AxisRank(axis);
   const int64_t b = q.size(0);
   const LocalAttentionOptions local{o.scale, o.kernel, /*return_lse=*/true};
+  const std::vector<int64_t> key_offsets = Offsets(skv);
   LseMerger merger(o.convert_to_fp32);
   std::optional<at::Tensor> my_mask;
   if (move_mask) {
     my_mask = key_mask ? *key_mask : at::ones({b, k.size(1)}, q.options().dtype(at::kBool));
   }
-  auto attend = [&](const at::Tensor& kb, const at::Tensor& vb,
-                    const std::optional<at::Tensor>& mb) {
-    const AttentionOutput part = LocalAttention(q, kb, vb, mb, local);
+  // `from`: the axis rank whose keys kb holds, -1 for all of them in rank order.
+  auto attend = [&](const at::Tensor& kb, const at::Tensor& vb, const std::optional<at::Tensor>& mb, int from) {
+    std::optional<at::Tensor> pb;
+    if (pair_rows) pb = from < 0 ? *pair_rows : pair_rows->narrow(3, key_offsets[from], skv[from]);
+    const AttentionOutput part = LocalAttention(q, kb, vb, mb, pb, local);
     merger.Add(part.out, part.lse);
   };
 
   if (n == 1) {
-    attend(k, v, my_mask);
+    attend(k, v, my_mask, -1);
   } else if (o.rotate == RingRotate::kAllGather) {
     // diffusers' "ring": every rank materialises all K/V (and the mask). With all of it here,
     // one attention call over the whole sequence is the softmax that merging n per-block results
@@ -256,7 +280,7 @@ AttentionOutput RingCore(DistContext& ctx, Axis axis, const at::Tensor& q, const
     const at::Tensor kv = GatherKnown(ctx, axis, at::stack({k, v}, 2), 1, skv);  // (B,S,2,H,D)
     std::optional<at::Tensor> masks;
     if (move_mask) masks = GatherKnown(ctx, axis, my_mask->to(at::kByte), 1, skv).to(at::kBool);
-    attend(kv.select(2, 0), kv.select(2, 1), masks);
+    attend(kv.select(2, 0), kv.select(2, 1), masks, -1);
   } else {
     // True ring: at step i this rank holds the block of rank (r - i) mod n, forwards it to
     // r + 1 and receives the block of rank (r - i - 1) mod n from r - 1 while computing.
@@ -290,7 +314,7 @@ AttentionOutput RingCore(DistContext& ctx, Axis axis, const at::Tensor& q, const
       }
       std::optional<at::Tensor> mb;
       if (move_mask) mb = i == 0 ? *my_mask : cur_m.to(at::kBool);
-      attend(cur_k, cur_v, mb);
+      attend(cur_k, cur_v, mb, (r - i + 2 * n) % n);
       if (more) {
         handle.Wait();
         cur_k = std::move(nxt_k);
@@ -329,10 +353,13 @@ AttentionOutput UlyssesAttention(DistContext& ctx, const at::Tensor& q, const at
               ": return_lse with kernel '", LocalKernelName(options.kernel), "', which has no LSE");
   const HeadPadding padding = PadHeads(q.size(2), ctx.AxisSize(axis), where);
   const Lengths lengths = ExchangeShapes(ctx, axis, where, q, k, key_mask, options);
+  std::optional<at::Tensor> pair;
+  if (options.pair_mask) pair = PairMaskOf(where, *options.pair_mask, q, Sum(lengths.sq), Sum(lengths.skv));
   const UlyssesExchanged x =
       UlyssesIn(ctx, axis, q, k, v, key_mask, lengths.sq, lengths.skv, lengths.mask, padding);
+  // After the exchange this rank holds every query and key of the group: the whole pair mask.
   const AttentionOutput local = LocalAttention(
-      x.q, x.k, x.v, x.mask, {options.scale, options.kernel, options.return_lse});
+      x.q, x.k, x.v, x.mask, pair, {options.scale, options.kernel, options.return_lse});
   return UlyssesOut(ctx, axis, local, lengths.sq, padding, options.return_lse);
 }
 
@@ -343,7 +370,13 @@ AttentionOutput RingAttention(DistContext& ctx, const at::Tensor& q, const at::T
   CheckRingKernel(where, options);
   CheckLocalInputs(where, q, k, v, key_mask);
   const Lengths lengths = ExchangeShapes(ctx, axis, where, q, k, key_mask, options);
-  return RingCore(ctx, axis, q, k, v, key_mask, lengths.skv, lengths.mask, options);
+  std::optional<at::Tensor> rows;
+  if (options.pair_mask) {
+    const int me = ctx.AxisRank(axis);
+    rows = PairMaskOf(where, *options.pair_mask, q, Sum(lengths.sq), Sum(lengths.skv))
+               .narrow(2, Offsets(lengths.sq)[me], lengths.sq[me]);
+  }
+  return RingCore(ctx, axis, q, k, v, key_mask, lengths.skv, lengths.mask, options, rows);
 }
 
 AttentionOutput UspAttention(DistContext& ctx, const at::Tensor& q, const at::Tensor& k,
@@ -367,10 +400,17 @@ AttentionOutput UspAttention(DistContext& ctx, const at::Tensor& q, const at::Te
   for (int j = 0; j < ring; ++j) {
     for (int u = 0; u < ulysses; ++u) slices[j] += all.skv[j * ulysses + u];
   }
+  // After the Ulysses exchange this rank's queries are its ring slice (its ulysses group's pieces,
+  // contiguous in the CP order): the pair mask's rows of that slice, columns per ring slice.
+  std::optional<at::Tensor> rows;
+  if (options.pair_mask) {
+    rows = PairMaskOf(where, *options.pair_mask, q, Sum(all.sq), Sum(all.skv))
+               .narrow(2, Offsets(all.sq)[ring_index * ulysses], Sum(sq));
+  }
   const UlyssesExchanged x =
       UlyssesIn(ctx, Axis::kUlysses, q, k, v, key_mask, sq, skv, all.mask, padding);
   const AttentionOutput local =
-      RingCore(ctx, Axis::kRing, x.q, x.k, x.v, x.mask, slices, all.mask, options);
+      RingCore(ctx, Axis::kRing, x.q, x.k, x.v, x.mask, slices, all.mask, options, rows);
   return UlyssesOut(ctx, Axis::kUlysses, local, sq, padding, options.return_lse);
 }
 
@@ -391,7 +431,7 @@ AttentionOutput ContextParallelAttention(DistContext& ctx, const at::Tensor& q,
     case CpMode::kUlysses: return UlyssesAttention(ctx, q, k, v, key_mask, options);
     case CpMode::kLocal: break;
   }
-  return LocalAttention(q, k, v, key_mask,
+  return LocalAttention(q, k, v, key_mask, options.pair_mask,
                         {options.scale, options.kernel, options.return_lse});
 }
 

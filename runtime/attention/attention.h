@@ -72,6 +72,13 @@ struct CpAttentionOptions {
   bool exchange_shapes = true;
   // Name of the call site (e.g. "transformer_blocks.3.attn"), used in error messages.
   std::string label;
+  // A mask over (query, key) pairs of the whole call -- a sliding window, a block-diagonal
+  // segment mask -- as (B or 1, 1, Sq_total, Skv_total) bool, true = attend, the same on every
+  // rank of the group, its rows and columns in the global order (the ranks' pieces concatenated
+  // in rank order). It never moves: each rank applies the rows of its queries and the columns of
+  // each key block it attends to, so the bytes sent are those without it. Combined with the key
+  // mask when both are given.
+  std::optional<at::Tensor> pair_mask;
 };
 
 // Ulysses on `axis` (default kUlysses): all-to-all q/k/v (scatter heads, gather sequence),

@@ -33,12 +33,31 @@ void CheckInputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   }
 }
 
+void CheckPairMask(const at::Tensor& q, const at::Tensor& k, const std::optional<at::Tensor>& pair_mask) {
+  if (!pair_mask) return;
+  const at::Tensor& m = *pair_mask;
+  TORCH_CHECK(m.dim() == 4 && (m.size(0) == 1 || m.size(0) == q.size(0)) && m.size(1) == 1 && m.size(2) == q.size(1) &&
+                  m.size(3) == k.size(1),
+              "attention: a mask over (query, key) pairs must be (B or 1, 1, Sq, Skv) = (", q.size(0), ", 1, ", q.size(1),
+              ", ", k.size(1), "); got ", m.sizes());
+  TORCH_CHECK(m.scalar_type() == at::kBool, "attention: a mask over (query, key) pairs must be bool, got ",
+              m.scalar_type());
+}
+
+// The key mask and the pair mask as one (B or 1, 1, Sq or 1, Skv) bool mask, true = attend.
+std::optional<at::Tensor> CombinedMask(const at::Tensor& k, const std::optional<at::Tensor>& key_mask,
+                                       const std::optional<at::Tensor>& pair_mask) {
+  std::optional<at::Tensor> keys;
+  if (key_mask) keys = key_mask->view({k.size(0), 1, 1, k.size(1)});
+  if (!pair_mask) return keys;
+  if (!keys) return *pair_mask;
+  return pair_mask->logical_and(*keys);
+}
+
 double ScaleOf(const at::Tensor& q, const std::optional<double>& scale) {
   return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
 }
 
-// (B,) true where a batch row has no key to attend to.
-at::Tensor EmptyRows(const at::Tensor& key_mask) { return key_mask.logical_not().all(1); }
 
 AttentionOutput EmptyKeys(const at::Tensor& q, bool return_lse) {
   AttentionOutput result;
@@ -49,25 +68,25 @@ AttentionOutput EmptyKeys(const at::Tensor& q, bool return_lse) {
   return result;
 }
 
-// Fully masked rows: out 0, lse -inf, whatever the kernel reported.
-void FixEmptyRows(AttentionOutput& result, const at::Tensor& key_mask) {
-  at::Tensor empty = EmptyRows(key_mask);
+// Fully masked rows of `mask` (B or 1, 1, Sq or 1, Skv): out 0, lse -inf, whatever the kernel
+// reported.
+void FixEmptyRows(AttentionOutput& result, const at::Tensor& mask) {
+  const at::Tensor empty = mask.logical_not().all(3);  // (B or 1, 1, Sq or 1)
   if (empty.device().is_cpu() && !empty.any().item<bool>()) return;
-  const int64_t b = empty.size(0);
-  result.out = result.out.masked_fill(empty.view({b, 1, 1, 1}), 0);
-  if (result.lse.defined()) result.lse = result.lse.masked_fill(empty.view({b, 1, 1}), kNegInf);
+  const at::Tensor rows = empty.transpose(1, 2);  // (B or 1, Sq or 1, 1): out and lse are (B, Sq, H[, D])
+  result.out = result.out.masked_fill(rows.unsqueeze(-1), 0);
+  if (result.lse.defined()) result.lse = result.lse.masked_fill(rows, kNegInf);
 }
 
+// `mask`: (B or 1, 1, Sq or 1, Skv) bool, true = attend.
 AttentionOutput MathAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                              const std::optional<at::Tensor>& key_mask, double scale,
+                              const std::optional<at::Tensor>& mask, double scale,
                               at::ScalarType compute_dtype, at::ScalarType lse_dtype) {
   const at::Tensor qh = q.to(compute_dtype).transpose(1, 2);  // (B, H, Sq, D)
   const at::Tensor kh = k.to(compute_dtype).transpose(1, 2);
   const at::Tensor vh = v.to(compute_dtype).transpose(1, 2);
   at::Tensor scores = at::matmul(qh, kh.transpose(-1, -2)).mul_(scale);  // (B, H, Sq, Skv)
-  if (key_mask) {
-    scores.masked_fill_(key_mask->logical_not().view({k.size(0), 1, 1, k.size(1)}), kNegInf);
-  }
+  if (mask) scores.masked_fill_(mask->logical_not(), kNegInf);
   at::Tensor lse = at::logsumexp(scores, -1, /*keepdim=*/true);  // -inf for empty rows
   at::Tensor probs = at::exp(scores.sub_(lse));
   probs.masked_fill_(at::isneginf(lse), 0);
@@ -79,25 +98,25 @@ AttentionOutput MathAttention(const at::Tensor& q, const at::Tensor& k, const at
 
 #ifdef WEFT_WITH_CUDA
 AttentionOutput CudaFusedAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                   const std::optional<at::Tensor>& key_mask, double scale) {
+                                   const std::optional<at::Tensor>& mask, double scale) {
   const at::Tensor qh = q.transpose(1, 2);
   const at::Tensor kh = k.transpose(1, 2);
   const at::Tensor vh = v.transpose(1, 2);
   const int64_t b = q.size(0), h = q.size(2), sq = q.size(1), skv = k.size(1);
   const bool half = q.scalar_type() == at::kHalf || q.scalar_type() == at::kBFloat16;
   AttentionOutput result;
-  if (!key_mask && half && q.size(3) % 8 == 0 && q.size(3) <= 256) {
+  if (!mask && half && q.size(3) % 8 == 0 && q.size(3) <= 256) {
     auto outputs = at::_scaled_dot_product_flash_attention(qh, kh, vh, 0.0, false, false, scale);
     result.out = std::get<0>(outputs).transpose(1, 2);
     result.lse = std::get<1>(outputs).narrow(-1, 0, sq).transpose(1, 2);
     return result;
   }
   std::optional<at::Tensor> bias;
-  if (key_mask) {
+  if (mask) {
     // The memory-efficient kernel wants the bias's last dim aligned to 16 elements.
     const int64_t aligned = (skv + 15) / 16 * 16;
-    at::Tensor storage = at::zeros({b, 1, 1, aligned}, q.options());
-    storage.narrow(-1, 0, skv).masked_fill_(key_mask->logical_not().view({b, 1, 1, skv}), kNegInf);
+    at::Tensor storage = at::zeros({mask->size(0), 1, mask->size(2), aligned}, q.options());
+    storage.narrow(-1, 0, skv).masked_fill_(mask->logical_not(), kNegInf);
     bias = storage.narrow(-1, 0, skv).expand({b, h, sq, skv});
   }
   auto outputs = at::_scaled_dot_product_efficient_attention(qh, kh, vh, bias,
@@ -126,7 +145,15 @@ bool KernelReturnsLse(LocalKernel kernel) { return kernel != LocalKernel::kNoLse
 AttentionOutput LocalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const std::optional<at::Tensor>& key_mask,
                                const LocalAttentionOptions& options) {
+  return LocalAttention(q, k, v, key_mask, std::nullopt, options);
+}
+
+AttentionOutput LocalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                               const std::optional<at::Tensor>& key_mask,
+                               const std::optional<at::Tensor>& pair_mask,
+                               const LocalAttentionOptions& options) {
   CheckInputs(q, k, v, key_mask);
+  CheckPairMask(q, k, pair_mask);
   TORCH_CHECK(!(options.return_lse && !KernelReturnsLse(options.kernel)),
               "attention: kernel '", LocalKernelName(options.kernel),
               "' does not return the log-sum-exp");
@@ -135,7 +162,7 @@ AttentionOutput LocalAttention(const at::Tensor& q, const at::Tensor& k, const a
   // On CPU the checks are cheap: an all-true mask is no mask (the fused kernel is faster
   // without one), and a block whose keys are all masked needs no kernel at all (ring blocks of
   // padding). On CUDA they would synchronise, so the mask is always applied there.
-  std::optional<at::Tensor> mask = key_mask;
+  std::optional<at::Tensor> mask = CombinedMask(k, key_mask, pair_mask);
   if (mask && mask->device().is_cpu()) {
     if (mask->all().item<bool>()) {
       mask.reset();
@@ -167,11 +194,7 @@ AttentionOutput LocalAttention(const at::Tensor& q, const at::Tensor& k, const a
                   " in this build");
       // The CPU kernel takes an additive float mask of q's dtype (a bool mask is rejected).
       std::optional<at::Tensor> additive;
-      if (mask) {
-        additive = at::zeros({k.size(0), 1, 1, k.size(1)}, q.options())
-                       .masked_fill_(mask->logical_not().view({k.size(0), 1, 1, k.size(1)}),
-                                     kNegInf);
-      }
+      if (mask) additive = at::zeros(mask->sizes(), q.options()).masked_fill_(mask->logical_not(), kNegInf);
       auto [out, lse] = at::_scaled_dot_product_flash_attention_for_cpu(
           q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), 0.0, false, additive, scale);
       result.out = out.transpose(1, 2);
@@ -185,10 +208,8 @@ AttentionOutput LocalAttention(const at::Tensor& q, const at::Tensor& k, const a
       break;
     }
     case LocalKernel::kNoLse: {
-      std::optional<at::Tensor> bool_mask;
-      if (mask) bool_mask = mask->view({k.size(0), 1, 1, k.size(1)});
       result.out = at::scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
-                                                    v.transpose(1, 2), bool_mask, 0.0, false, scale)
+                                                    v.transpose(1, 2), mask, 0.0, false, scale)
                        .transpose(1, 2);
       break;
     }
@@ -202,15 +223,17 @@ AttentionOutput LocalAttention(const at::Tensor& q, const at::Tensor& k, const a
 
 AttentionOutput ReferenceAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                    const std::optional<at::Tensor>& key_mask,
-                                   std::optional<double> scale, at::ScalarType compute_dtype) {
+                                   std::optional<double> scale, at::ScalarType compute_dtype,
+                                   const std::optional<at::Tensor>& pair_mask) {
   CheckInputs(q, k, v, key_mask);
+  CheckPairMask(q, k, pair_mask);
   const at::ScalarType lse_dtype = compute_dtype == at::kDouble ? at::kDouble : at::kFloat;
   if (k.size(1) == 0) {
     AttentionOutput empty = EmptyKeys(q, true);
     empty.lse = empty.lse.to(lse_dtype);
     return empty;
   }
-  return MathAttention(q, k, v, key_mask, ScaleOf(q, scale), compute_dtype, lse_dtype);
+  return MathAttention(q, k, v, CombinedMask(k, key_mask, pair_mask), ScaleOf(q, scale), compute_dtype, lse_dtype);
 }
 
 void LseMerger::Add(const at::Tensor& out_i, const at::Tensor& lse_i) {

@@ -53,12 +53,21 @@ AttentionOutput LocalAttention(const at::Tensor& q, const at::Tensor& k, const a
                                const std::optional<at::Tensor>& key_mask,
                                const LocalAttentionOptions& options = {});
 
+// As above, with a mask over (query, key) pairs as well: `pair_mask` (B or 1, 1, Sq, Skv) bool,
+// true = attend (a sliding window, a block-diagonal segment mask), combined with the key mask.
+// A query row with no key left has out 0 and lse -inf.
+AttentionOutput LocalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                               const std::optional<at::Tensor>& key_mask,
+                               const std::optional<at::Tensor>& pair_mask,
+                               const LocalAttentionOptions& options);
+
 // Reference for tests: the math path computed in `compute_dtype` (fp64 by default), output
 // cast back to q's dtype, LSE in fp32 (or fp64 when compute_dtype is fp64).
 AttentionOutput ReferenceAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                    const std::optional<at::Tensor>& key_mask,
                                    std::optional<double> scale = std::nullopt,
-                                   at::ScalarType compute_dtype = at::kDouble);
+                                   at::ScalarType compute_dtype = at::kDouble,
+                                   const std::optional<at::Tensor>& pair_mask = std::nullopt);
 
 // Online-softmax accumulator for blocks of keys seen by the same queries. Add() merges one
 // block's (out_i, lse_i) with

@@ -83,6 +83,27 @@ std::vector<Spec> CommonCases(int64_t heads, RingRotate rotate, std::vector<int6
   bf16.options = Rotate(rotate);
   cases.push_back(bf16);
 
+  // Masks over (query, key) pairs: a sliding window over a joint sequence with uneven pieces,
+  // a padding mask and the LSE; block-diagonal segments in cross-attention over split K/V.
+  Spec window;
+  window.name = "pair_sliding_window_uneven_joint";
+  window.heads = heads;
+  window.q_streams = {29, 251};
+  window.mask_tail = 20;
+  window.pair_window = 17;
+  window.options = Rotate(rotate);
+  window.options.return_lse = true;
+  cases.push_back(window);
+
+  Spec segments;
+  segments.name = "pair_segments_cross_attention";
+  segments.heads = heads;
+  segments.q_streams = {61};
+  segments.kv_streams = {13, 40};
+  segments.pair_segments = 3;
+  segments.options = Rotate(rotate);
+  cases.push_back(segments);
+
   Spec bf16_raw;
   bf16_raw.name = "bf16_bf16_merge";
   bf16_raw.heads = heads;

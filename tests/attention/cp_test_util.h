@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,12 @@ struct Spec {
   // `empty_row` batch 0 masks every key (a fully masked row). No mask when both are off.
   int64_t mask_tail = 0;
   bool empty_row = false;
+  // A mask over (query, key) pairs (CpAttentionOptions::pair_mask), by the positions in the
+  // streams' own order: a sliding window (query i sees key j when |i - j| <= pair_window, lengths
+  // scaled when Sq != Skv), or `pair_segments` blocks on the diagonal (packed samples). The
+  // ranks get it in the global order of their pieces. None when both are 0.
+  int64_t pair_window = 0;
+  int64_t pair_segments = 0;
   at::ScalarType dtype = at::kFloat;
   CpAttentionOptions options;
   // Also check that the data bytes equal peers-and-limits.md (c)'s closed form (even splits,
@@ -111,7 +118,15 @@ inline void RunCase(dist::DistContext& ctx, const Spec& s) {
   const at::Tensor q = at::cat(qs, 1), k = at::cat(ks, 1), v = at::cat(vs, 1);
   std::optional<at::Tensor> mask;
   if (masked) mask = at::cat(ms, 1);
-  const AttentionOutput ref = ReferenceAttention(q, k, v, mask, s.options.scale, at::kDouble);
+  std::optional<at::Tensor> pair;
+  if (s.pair_window > 0 || s.pair_segments > 0) {
+    const int64_t sq = q.size(1), skv = k.size(1);
+    const at::Tensor i = at::arange(sq, at::kLong).view({sq, 1}), j = at::arange(skv, at::kLong).view({1, skv});
+    const at::Tensor m = s.pair_window > 0 ? (i * skv - j * sq).abs() <= s.pair_window * std::max(sq, skv)
+                                           : (i * s.pair_segments).div(sq, "floor") == (j * s.pair_segments).div(skv, "floor");
+    pair = m.view({1, 1, sq, skv});
+  }
+  const AttentionOutput ref = ReferenceAttention(q, k, v, mask, s.options.scale, at::kDouble, pair);
 
   const int ring = ctx.AxisSize(Axis::kRing), ulysses = ctx.AxisSize(Axis::kUlysses);
   const CpMode mode = s.mode ? *s.mode : ModeForMesh(ring, ulysses);
@@ -126,17 +141,28 @@ inline void RunCase(dist::DistContext& ctx, const Spec& s) {
                    lv = SplitJoint(vs, parts, index);
   std::optional<at::Tensor> lmask;
   if (masked) lmask = SplitJoint(ms, parts, index);
+  CpAttentionOptions options = s.options;
+  if (pair) {
+    // The global order of the ranks' pieces: every rank's joint piece of the positions, in rank order.
+    auto order = [&](const std::vector<int64_t>& lens) {
+      const at::Tensor positions = at::arange(std::accumulate(lens.begin(), lens.end(), int64_t{0}), at::kLong);
+      std::vector<at::Tensor> pieces;
+      for (int r = 0; r < parts; ++r) pieces.push_back(SplitJoint(SplitStreams(positions.view({1, -1}), lens), parts, r));
+      return at::cat(pieces, 1).view({-1});
+    };
+    options.pair_mask = pair->index_select(2, order(s.q_streams)).index_select(3, order(kv_lens));
+  }
 
   const dist::CommCounters before = ctx.counters();
   AttentionOutput got;
   // Without an explicit mode the mesh decides, through the dispatcher.
   switch (s.mode ? mode : CpMode::kLocal) {
     case CpMode::kLocal:
-      got = ContextParallelAttention(ctx, lq, lk, lv, lmask, s.options);
+      got = ContextParallelAttention(ctx, lq, lk, lv, lmask, options);
       break;
-    case CpMode::kUlysses: got = UlyssesAttention(ctx, lq, lk, lv, lmask, s.options); break;
-    case CpMode::kRing: got = RingAttention(ctx, lq, lk, lv, lmask, s.options); break;
-    case CpMode::kUsp: got = UspAttention(ctx, lq, lk, lv, lmask, s.options); break;
+    case CpMode::kUlysses: got = UlyssesAttention(ctx, lq, lk, lv, lmask, options); break;
+    case CpMode::kRing: got = RingAttention(ctx, lq, lk, lv, lmask, options); break;
+    case CpMode::kUsp: got = UspAttention(ctx, lq, lk, lv, lmask, options); break;
   }
   const dist::CommCounters used = Minus(ctx.counters(), before);
 

@@ -84,6 +84,36 @@ TEST(LocalAttention, FullyMaskedRowsGiveZeroOutAndMinusInfLse) {
   EXPECT_TRUE(at::isneginf(none.lse).all().item<bool>());
 }
 
+// A mask over (query, key) pairs with a key mask on top, every kernel against the fp64
+// reference; a query row that the two leave without a key gives out 0 and lse -inf.
+TEST(LocalAttention, PairMaskEveryKernelAndRowsLeftWithoutKeys) {
+  at::manual_seed(5);
+  const at::Tensor q = Rand({2, 6, 3, 8}), k = Rand({2, 9, 3, 8}), v = Rand({2, 9, 3, 8});
+  // Query i sees keys i .. i + 3; batch 1 pads its last 4 keys, so its query 5 (keys 5..8) sees none.
+  const at::Tensor i = at::arange(6, at::kLong).view({6, 1}), j = at::arange(9, at::kLong).view({1, 9});
+  const at::Tensor pair = ((j >= i) & (j <= i + 3)).view({1, 1, 6, 9});
+  at::Tensor keys = at::ones({2, 9}, at::kBool);
+  keys[1].narrow(0, 5, 4).fill_(false);
+  const AttentionOutput ref = ReferenceAttention(q, k, v, keys, std::nullopt, at::kDouble, pair);
+  for (LocalKernel kernel : {LocalKernel::kFused, LocalKernel::kMath}) {
+    const AttentionOutput r = LocalAttention(q, k, v, keys, pair, {std::nullopt, kernel});
+    EXPECT_LE(RelErr(r.out, ref.out), 1e-5) << LocalKernelName(kernel);
+    EXPECT_EQ(r.out[1][5].abs().max().item<float>(), 0.0f) << LocalKernelName(kernel);
+    EXPECT_TRUE(at::isneginf(r.lse[1][5]).all().item<bool>()) << LocalKernelName(kernel);
+    EXPECT_TRUE(at::isfinite(r.lse[0]).all().item<bool>()) << LocalKernelName(kernel);
+  }
+  const AttentionOutput sdpa = LocalAttention(q, k, v, keys, pair, {std::nullopt, LocalKernel::kNoLse, false});
+  EXPECT_LE(RelErr(sdpa.out[0], ref.out[0]), 1e-5);
+  // Not (B or 1, 1, Sq, Skv) bool: named.
+  try {
+    LocalAttention(q, k, v, std::nullopt, pair.narrow(3, 0, 8), {});
+    FAIL() << "expected an error";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a mask over (query, key) pairs must be (B or 1, 1, Sq, Skv) = (2, 1, 6, 9)"),
+              std::string::npos) << e.what();
+  }
+}
+
 TEST(LocalAttention, BadShapesAreClearErrors) {
   const at::Tensor q = Rand({1, 5, 3, 8}), k = Rand({1, 7, 3, 8});
   EXPECT_THROW(LocalAttention(q, k, Rand({1, 6, 3, 8}), std::nullopt), c10::Error);

@@ -5,6 +5,8 @@ runner's re-derivation (compiler/rederive.h) can tell.
 usage: tamper_plan.py IN.plan.json OUT.plan.json EDIT_KIND
        tamper_plan.py IN.plan.json OUT.plan.json weights   (the first sliced block's first two
                                                              parameters swap places in its layout)
+       tamper_plan.py IN.plan.json OUT.plan.json pair_mask (every attention's mask over (query,
+                                                             key) pairs taken for a key mask)
 """
 import hashlib
 import json
@@ -24,7 +26,19 @@ def main():
     doc = json.load(open(src))
     if content_hash(doc) != doc["content_hash"]:
         sys.exit("tamper_plan.py: cannot reproduce the content hash of %s" % src)
-    if kind == "weights":
+    if kind == "pair_mask":
+        def strip(o):
+            if isinstance(o, dict):
+                o.pop("pair_mask", None)
+                for v in o.values():
+                    strip(v)
+            elif isinstance(o, list):
+                for v in o:
+                    strip(v)
+        if '"pair_mask"' not in json.dumps(doc):
+            sys.exit("tamper_plan.py: %s has no attention with a pair mask" % src)
+        strip(doc)
+    elif kind == "weights":
         block = doc["weights"]["blocks"][0]
         for key in ("params", "shapes", "dtypes"):
             block[key][0], block[key][1] = block[key][1], block[key][0]

@@ -354,8 +354,11 @@ def _(c, g):
     S, T = 28, 12  # 12 text tokens (indicator 3), then 16 image tokens (indicator 2)
     indicator = torch.tensor([3] * T + [2] * (S - T)).unsqueeze(0).expand(B, -1).contiguous()
     pos = torch.arange(S).view(1, S, 1).expand(B, S, 3).contiguous()
+    # Two samples packed in each sequence, cut at another place in each batch row: the block-diagonal
+    # mask over (query, key) pairs differs per row and crosses the CP ranks' pieces.
+    segments = torch.tensor([[0] * 14 + [1] * 14, [0] * 9 + [1] * 19])
     return dict(hidden_states=g.f(B, S, 16), timestep=g.t(1.0), encoder_hidden_states=g.f(B, S, 24), position_ids=pos,
-                segment_ids=torch.zeros(B, S, dtype=torch.long), indicator=indicator)
+                segment_ids=segments, indicator=indicator)
 
 
 _JOY = dict(patch_size=[1, 2, 2], in_channels=4, hidden_size=32, num_attention_heads=2, text_dim=16, num_layers=1,

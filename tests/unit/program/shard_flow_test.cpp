@@ -246,6 +246,68 @@ TEST(LocalSizes, RefusesAMaskNotLaidOutWithItsKeys) {
 }
 
 
+// Context-parallel attention over split x (1, 1, s0, 8) with mask `m` of `mask_sizes` (whole,
+// a graph input): the program and the edits (split of x, the attention at `o`).
+struct PairMaskCase {
+  Builder b{/*bare=*/true};
+  plan::ProgramEdits edits;
+  explicit PairMaskCase(std::vector<SymInt> mask_sizes) {
+    b.Input("x", {1, 8, 8}, InputSpec::Kind::kUserInput, "");
+    b.p.tensor_values["x"].sizes[1] = Sym("s0", 8);
+    std::vector<int64_t> plain;
+    for (const SymInt& s : mask_sizes) plain.push_back(s.value);
+    b.Input("m", plain, InputSpec::Kind::kUserInput, "");
+    b.p.tensor_values["m"].dtype = ScalarType::kBool;
+    b.p.tensor_values["m"].sizes = mask_sizes;
+    b.Add("q", "view.default", {In("self", Tensor("x")), In("size", Ints({1, 1, 8, 8}))}, {1, 1, 8, 8});
+    b.p.tensor_values["q"].sizes[2] = Sym("s0", 8);
+    const std::string key = "q";
+    b.Add("o", "scaled_dot_product_attention.default",
+          {In("query", Tensor("q")), In("key", Tensor(key)), In("value", Tensor(key)), In("attn_mask", Tensor("m"))},
+          {1, 1, 8, 8});
+    b.p.tensor_values["o"].sizes[2] = Sym("s0", 8);
+    b.Output("o");
+    edits = SplitX(1, 3);
+    plan::ProgramEdit attention;
+    attention.kind = plan::ProgramEdit::Kind::kAttention;
+    attention.node = "o";
+    attention.module = "attn";
+    attention.attention = plan::Attention{};
+    attention.attention->mode = plan::AttentionMode::kRing;
+    attention.origin = plan::Origin{"plan.weft", 7, 3, false};
+    edits.edits.push_back(attention);
+  }
+};
+
+// A whole mask over (query, key) pairs of one split stream (a sliding window, packed segments)
+// stays whole: no split of it, and the attention applies each rank's rows and columns.
+TEST(LocalSizes, AWholeMaskOverQueryKeyPairsIsAppliedByTheAttention) {
+  PairMaskCase c({SymInt{false, 1, ""}, SymInt{false, 1, ""}, Sym("s0", 8), Sym("s0", 8)});
+  AddLocalSizeEdits(c.b.p, c.edits);
+  int splits_of_m = 0;
+  const plan::ProgramEdit* attention = nullptr;
+  for (const plan::ProgramEdit& e : c.edits.edits) {
+    if (e.kind == plan::ProgramEdit::Kind::kSplit && e.value == "m") ++splits_of_m;
+    if (e.kind == plan::ProgramEdit::Kind::kAttention) attention = &e;
+  }
+  EXPECT_EQ(splits_of_m, 0);
+  ASSERT_NE(attention, nullptr);
+  EXPECT_TRUE(attention->attention->pair_mask);
+}
+
+// Expanded along the heads (HunyuanVideo's refiner repeats its mask per head): accepted here,
+// the runtime checks by value that the heads agree.
+TEST(LocalSizes, AMaskOverQueryKeyPairsPerHeadIsAppliedByTheAttention) {
+  PairMaskCase c({SymInt{false, 1, ""}, SymInt{false, 2, ""}, Sym("s0", 8), Sym("s0", 8)});
+  AddLocalSizeEdits(c.b.p, c.edits);
+  for (const plan::ProgramEdit& e : c.edits.edits) {
+    EXPECT_FALSE(e.kind == plan::ProgramEdit::Kind::kSplit && e.value == "m");
+    if (e.kind == plan::ProgramEdit::Kind::kAttention) {
+      EXPECT_TRUE(e.attention->pair_mask);
+    }
+  }
+}
+
 // A whole tensor combined with a shard along the shard's length (a RoPE table): sliced for that
 // node's read only -- one kSplit edit naming the node -- and the dataflow then passes.
 TEST(LocalSizes, SlicesAWholeOperandWhereItMeetsAShard) {
@@ -512,6 +574,49 @@ TEST(WeightSlices, TiedParameterIsRefusedNamingBothModules) {
   }
   b.p.nodes[1].stack = 0;  // both reads inside blocks.0: fine
   EXPECT_NO_THROW(CheckWeightsUntied(plan, b.p));
+}
+
+// Keys of two split streams joined (x: s0, y: s1): the ranks' pieces are laid out per stream,
+// not in the mask's order.
+TEST(LocalSizes, RefusesAMaskOverQueryKeyPairsOfAJointSequence) {
+  const SymInt joint{true, 12, "Add(Symbol('s0', positive=True, integer=True), Symbol('s1', positive=True, integer=True))"};
+  Builder b(/*bare=*/true);
+  b.Input("x", {1, 8, 8}, InputSpec::Kind::kUserInput, "");
+  b.p.tensor_values["x"].sizes[1] = Sym("s0", 8);
+  b.Input("y", {1, 4, 8}, InputSpec::Kind::kUserInput, "");
+  b.p.tensor_values["y"].sizes[1] = Sym("s1", 4);
+  b.Input("m", {1, 1, 8, 12}, InputSpec::Kind::kUserInput, "");
+  b.p.tensor_values["m"].dtype = ScalarType::kBool;
+  b.p.tensor_values["m"].sizes[2] = Sym("s0", 8);
+  b.p.tensor_values["m"].sizes[3] = joint;
+  b.Add("q", "unsqueeze.default", {In("self", Tensor("x")), In("dim", Int(1))}, {1, 1, 8, 8});
+  b.p.tensor_values["q"].sizes[2] = Sym("s0", 8);
+  b.Add("r", "unsqueeze.default", {In("self", Tensor("y")), In("dim", Int(1))}, {1, 1, 4, 8});
+  b.p.tensor_values["r"].sizes[2] = Sym("s1", 4);
+  Argument both;
+  both.kind = AK::kTensors;
+  both.names = {"q", "r"};
+  b.Add("k", "cat.default", {In("tensors", both), In("dim", Int(2))}, {1, 1, 12, 8});
+  b.p.tensor_values["k"].sizes[2] = joint;
+  b.Add("o", "scaled_dot_product_attention.default",
+        {In("query", Tensor("q")), In("key", Tensor("k")), In("value", Tensor("k")), In("attn_mask", Tensor("m"))},
+        {1, 1, 8, 8});
+  b.p.tensor_values["o"].sizes[2] = Sym("s0", 8);
+  b.Output("o");
+  plan::ProgramEdits edits = SplitXAndY({});
+  plan::ProgramEdit attention;
+  attention.kind = plan::ProgramEdit::Kind::kAttention;
+  attention.node = "o";
+  attention.module = "attn";
+  attention.attention = plan::Attention{};
+  attention.attention->mode = plan::AttentionMode::kRing;
+  attention.origin = plan::Origin{"plan.weft", 7, 3, false};
+  edits.edits.push_back(attention);
+  ExpectRefused([&] { AddLocalSizeEdits(b.p, edits); }, EditCheck::kMaskNotLaidOutWithKeys,
+                "program: the mask `m` of context-parallel attention `o` (module `` (rule at plan.weft:7:3)) varies "
+                "along the queries as well as the keys, and its s0 queries or s0 + s1 keys are not one split stream "
+                "each (a joint sequence of several streams lays the ranks' pieces out in another order than the "
+                "mask's); leave this attention local");
 }
 
 }  // namespace
