@@ -203,6 +203,11 @@ std::string PlanAsRules(const plan::ExecutionPlan& plan) {
                      plan.model_class + "\n";
   if (!cp.str().empty()) text += "context_parallel {\n" + cp.str() + "}\n";
   if (!tp.str().empty()) text += "tensor_parallel {\n" + tp.str() + "}\n";
+  if (plan.guidance_calls) {
+    cfg << "  calls \"\" {\n";
+    for (const std::string& a : plan.guidance_calls->arguments) cfg << "    " << a << "\n";
+    cfg << "  }\n";
+  }
   if (!cfg.str().empty()) text += "guidance_parallel {\n" + cfg.str() + "}\n";
   return text;
 }
@@ -225,6 +230,7 @@ plan::ExecutionPlan CompileRules(const plan::ExecutionPlan& plan, const model::M
     options.plan_file = name;
     options.activation_bytes = ActivationBytes(plan);
     options.gathers_checked_by_dataflow = true;
+    if (plan.guidance_calls) options.branches = plan.guidance_calls->branches;
     derived = CompileAst(*ast, graph, options, diags);
   }
   tracker.Flush();
@@ -267,6 +273,16 @@ std::vector<std::string> StepDifferences(const plan::ExecutionPlan& given, const
     }
     return out;
   };
+  auto calls = [](const std::optional<plan::GuidanceCalls>& g) -> std::string {
+    if (!g) return "no guidance calls";
+    std::string text = "guidance calls: " + std::to_string(g->branches) + " branches, per group " + Sizes(g->per_group) + ", per branch";
+    for (const std::string& a : g->arguments) text += " " + a;
+    return text + ", " + std::to_string(g->output_bytes) + " B of output each";
+  };
+  if (calls(given.guidance_calls) != calls(derived.guidance_calls)) {
+    differences.push_back("the plan has `" + calls(given.guidance_calls) + "`, the model gives `" +
+                          calls(derived.guidance_calls) + "`");
+  }
   const std::vector<std::string> a = layout(given.weights), b = layout(derived.weights);
   for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
     const std::string x = i < a.size() ? a[i] : "no such block", y = i < b.size() ? b[i] : "no such block";

@@ -21,6 +21,7 @@ struct PlanRequest {
   std::string workload;       // graph workload to compile for ("" = the graph's first)
   plan::Mesh mesh;            // axes + flags
   int64_t activation_bytes = 2;  // element size of the run's activations (cost model)
+  int64_t branches = 0;          // guidance branches given as calls of their own (--inputs files)
 };
 
 struct LoadedPlan {

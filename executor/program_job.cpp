@@ -214,6 +214,77 @@ std::vector<at::Tensor> Forward(interp::ProgramModel& model, const nn::Args& arg
 }
 
 
+// Guidance branches as calls of their own: the branches' inputs may differ only in the arguments
+// the plan's `calls` names; any other input that differs (the latents, the timestep) is a mistake
+// in the files, refused by name.
+void CheckSharedInputs(const std::vector<Inputs>& branches, const plan::GuidanceCalls& calls,
+                       const std::vector<std::string>& files) {
+  auto per_branch = [&](const std::string& name) {
+    return std::find(calls.arguments.begin(), calls.arguments.end(), name) != calls.arguments.end();
+  };
+  std::vector<std::string> names;
+  for (const Inputs& b : branches) {
+    for (const auto& [name, value] : b.args.entries()) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+    for (const auto& [name, json] : b.extra) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  }
+  for (size_t k = 1; k < branches.size(); ++k) {
+    for (const std::string& name : names) {
+      if (per_branch(name)) continue;
+      const Inputs& a = branches[0];
+      const Inputs& b = branches[k];
+      bool same = a.args.Has(name) == b.args.Has(name) && a.extra.count(name) == b.extra.count(name);
+      if (same && a.args.Has(name)) {
+        const auto* x = std::get_if<at::Tensor>(&a.args.Get(name));
+        const auto* y = std::get_if<at::Tensor>(&b.args.Get(name));
+        same = x != nullptr && y != nullptr && x->sizes() == y->sizes() && x->scalar_type() == y->scalar_type() &&
+               at::equal(*x, *y);
+      }
+      if (same && a.extra.count(name)) same = a.extra.at(name) == b.extra.at(name);
+      if (!same) {
+        std::string listed;
+        for (const std::string& arg : calls.arguments) listed += (listed.empty() ? "`" : ", `") + arg + "`";
+        throw ExecError("--inputs " + files[k] + " (branch " + std::to_string(k) + ") and --inputs " + files[0] +
+                        " (branch 0) differ in `" + name + "`, but the plan's guidance calls give only " + listed +
+                        " per branch; every other input is the same in every branch's call");
+      }
+    }
+  }
+}
+
+// This rank's guidance branches' calls, then every branch's outputs on every rank: output i of
+// each call stacked along a new dim 0 and all-gathered over cfg, in branch order.
+// `even`: every group makes as many calls (the plain all-gather; else the uneven one, which
+// exchanges the counts first).
+std::vector<at::Tensor> ForwardBranches(interp::ProgramModel& model, std::vector<Inputs>& branches, int64_t first,
+                                        int64_t count, bool even, c10::Device device, dist::DistContext& ctx) {
+  std::vector<std::vector<at::Tensor>> mine;
+  for (int64_t b = first; b < first + count; ++b) {
+    model.SetArguments(branches[static_cast<size_t>(b)].extra);
+    mine.push_back(Forward(model, branches[static_cast<size_t>(b)].args, device));
+  }
+  std::vector<at::Tensor> out;
+  for (size_t i = 0; i < mine.front().size(); ++i) {
+    std::vector<at::Tensor> calls;
+    for (size_t b = 0; b < mine.size(); ++b) {
+      if (mine[b][i].sizes() != mine[0][i].sizes()) {
+        throw ExecError("guidance branches " + std::to_string(first) + " and " + std::to_string(first + static_cast<int64_t>(b)) +
+                        " give output " + std::to_string(i) + " of shapes " + c10::str(mine[0][i].sizes()) + " and " +
+                        c10::str(mine[b][i].sizes()) + "; the outputs of the branches' calls are stacked, so they must agree");
+      }
+      calls.push_back(mine[b][i]);
+    }
+    const at::Tensor stacked = at::stack(calls, 0).contiguous();
+    out.push_back(ctx.AxisSize(dist::Axis::kCfg) <= 1 ? stacked
+                  : even ? ctx.AllGather(dist::Axis::kCfg, stacked, 0)
+                         : ctx.AllGatherUneven(dist::Axis::kCfg, stacked, 0));
+  }
+  return out;
+}
+
 std::vector<program::InputDesc> Describe(const program::Program& p, const Inputs& in) {
   std::vector<program::InputDesc> out;
   for (const std::string& name : program::InputKeys(program::FlattenInputs(p))) {
@@ -243,7 +314,9 @@ std::vector<program::InputDesc> Describe(const program::Program& p, const Inputs
 
 // The job's plan on the program: compiled against the program's graph view with these inputs as
 // its workload (`run`), then lowered to edits of the program.
-plan::ExecutionPlan ProgramPlan(const ProgramJobOptions& o, const program::Program& p, const Inputs& in) {
+// `branches`: guidance branches given as calls of their own (0: none given).
+plan::ExecutionPlan ProgramPlan(const ProgramJobOptions& o, const program::Program& p, const Inputs& in,
+                                int64_t branches) {
   if (!o.compiled.empty()) {
     PlanRequest request;
     request.compiled_file = o.compiled;
@@ -261,6 +334,11 @@ plan::ExecutionPlan ProgramPlan(const ProgramJobOptions& o, const program::Progr
       CheckPlanAgainstProgram(loaded.plan, p, o.program, run, "compiled plan `" + o.compiled + "`");
     } catch (const std::runtime_error& e) {
       throw ExecError(e.what());
+    }
+    if (loaded.plan.guidance_calls && branches > 0 && loaded.plan.guidance_calls->branches != branches) {
+      throw ExecError("--compiled " + o.compiled + " runs " + std::to_string(loaded.plan.guidance_calls->branches) +
+                      " guidance branches as calls, but the job gives " + std::to_string(branches) +
+                      " (--inputs files); compile it with `weft compile --branches " + std::to_string(branches) + "`");
     }
     return loaded.plan;
   }
@@ -280,6 +358,7 @@ plan::ExecutionPlan ProgramPlan(const ProgramJobOptions& o, const program::Progr
   request.workload = "run";
   request.mesh = o.mesh;
   request.activation_bytes = p.manifest && p.manifest->dtype == "f32" ? 4 : 2;
+  request.branches = branches;
   LoadedPlan loaded = LoadPlan(request);
   program::LowerToProgramWithCost(loaded.plan, p, o.program, *request.graph);
   return loaded.plan;
@@ -323,7 +402,15 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
                       " (its casts are baked in); export it again with tools/export_program.py --dtype " + o.dtype);
     }
   }
-  Inputs in = o.inputs.empty() ? MakeInputs(*program, o.workload, o.seed) : ReadInputs(o.inputs);
+  // Guidance branches as calls of their own: one inputs file per branch; the plan compiles at the
+  // first's, and the branches' own sizes are checked by the program's guards before they run.
+  std::vector<Inputs> branches;
+  for (const std::string& file : o.branch_inputs) {
+    branches.push_back(ReadInputs(file));
+    PlaceInputs(*program, branches.back().args, std::nullopt);
+  }
+  Inputs in = !branches.empty() ? branches.front()
+              : o.inputs.empty() ? MakeInputs(*program, o.workload, o.seed) : ReadInputs(o.inputs);
   PlaceInputs(*program, in.args, std::nullopt);  // dtypes first: the plan compiles at these inputs
 
   // A plan on a mesh, or the program as it is on one rank.
@@ -332,11 +419,42 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
   std::shared_ptr<program::Program> edited = program;
   ProgramBackend backend(ctx);
   if (sharded) {
-    plan = ProgramPlan(o, *program, in);
+    plan = ProgramPlan(o, *program, in, static_cast<int64_t>(branches.size()));
+    // The plan holds for every branch's call: each has lengths of its own (a negative prompt's),
+    // which its splits must divide (or the run be uneven), refused here naming the branch.
+    for (size_t b = 1; b < branches.size(); ++b) {
+      try {
+        ProgramPlan(o, *program, branches[b], static_cast<int64_t>(branches.size()));
+      } catch (const std::exception& e) {
+        throw ExecError("--inputs " + o.branch_inputs[b] + " (guidance branch " + std::to_string(b) + "): " + e.what());
+      }
+    }
     CheckMesh(*plan, ctx);
     CheckSameOnAllRanks(ctx, "plan", plan::PlanContentHash(*plan));
     edited = std::make_shared<program::Program>(*program);
     program::ApplyEdits(*edited, *plan->program);
+  }
+  // Which branches this rank's cfg group calls: a contiguous block, as the plan lays them out.
+  int64_t first_branch = 0, my_branches = static_cast<int64_t>(branches.size());
+  bool even_branches = true;
+  if (plan && plan->guidance_calls) {
+    if (branches.empty() && ctx.AxisSize(dist::Axis::kCfg) > 1) {
+      throw ExecError("plan `" + plan->plan_name + "` runs the guidance branches as forward calls of their own on cfg=" +
+                      std::to_string(ctx.AxisSize(dist::Axis::kCfg)) + "; give one --inputs file per branch");
+    }
+    if (!branches.empty()) {
+      CheckSharedInputs(branches, *plan->guidance_calls, o.branch_inputs);
+      const std::vector<int64_t>& per_group = plan->guidance_calls->per_group;
+      const int g = ctx.AxisRank(dist::Axis::kCfg);
+      first_branch = std::accumulate(per_group.begin(), per_group.begin() + g, int64_t{0});
+      my_branches = per_group[static_cast<size_t>(g)];
+      even_branches = std::all_of(per_group.begin(), per_group.end(), [&](int64_t n) { return n == per_group[0]; });
+    }
+  } else if (!branches.empty() && plan) {
+    throw ExecError(std::to_string(branches.size()) + " --inputs files are " + std::to_string(branches.size()) +
+                    " guidance branches run as forward calls of their own, but plan `" + plan->plan_name +
+                    "` has no guidance_parallel `calls` rule saying which arguments differ between them; add one, "
+                    "or give one --inputs file");
   }
   interp::LoadOptions lo;
   lo.device = o.device;
@@ -404,6 +522,22 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
   PlaceInputs(*program, in.args, o.device);
   model->SetArguments(in.extra);
   model->Check(model->Describe(in.args));  // every size, range and guard, before anything runs
+  for (int64_t b = first_branch; b < first_branch + (branches.empty() ? 0 : my_branches); ++b) {
+    Inputs& branch = branches[static_cast<size_t>(b)];
+    PlaceInputs(*program, branch.args, o.device);
+    model->SetArguments(branch.extra);
+    try {
+      model->Check(model->Describe(branch.args));
+    } catch (const std::exception& e) {
+      throw ExecError("--inputs " + o.branch_inputs[static_cast<size_t>(b)] + " (guidance branch " + std::to_string(b) +
+                      "): " + e.what());
+    }
+  }
+  // One forward of the job: this rank's call, or its guidance branches' calls and their gather.
+  auto forward = [&]() {
+    return branches.empty() ? Forward(*model, in.args, o.device)
+                            : ForwardBranches(*model, branches, first_branch, my_branches, even_branches, o.device, ctx);
+  };
 
   Tracer tracer(ctx.rank());
   std::vector<double> opened;
@@ -422,7 +556,7 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
         2);
   }
   std::vector<at::Tensor> output;
-  for (int i = 0; i < o.warmup; ++i) output = Forward(*model, in.args, o.device);
+  for (int i = 0; i < o.warmup; ++i) output = forward();
   if (sharded) ctx.Barrier(dist::Axis::kWorld);
   const dist::CommCounters before = ctx.counters();
   dist::CommCounters one_forward;
@@ -433,7 +567,7 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
   std::vector<double> latencies;
   for (int i = 0; i < std::max(1, o.iters); ++i) {
     const auto start = Clock::now();
-    output = Forward(*model, in.args, o.device);
+    output = forward();
     latencies.push_back(Ms(start, Clock::now()));
     if (i == 0) one_forward = ctx.counters().Since(before);
     if (o.progress && o.iters > 1) std::fprintf(stderr, "weft-run: iteration %d/%d: %.2f ms\n", i + 1, o.iters, latencies.back());
@@ -516,6 +650,9 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
     Json edits = Json::object();
     for (const plan::ProgramEdit& e : plan->program->edits) edits[std::string(plan::ProgramEditKindName(e.kind))] = edits.value(std::string(plan::ProgramEditKindName(e.kind)), 0) + 1;
     report["plan"] = plan->plan_name;
+    if (!branches.empty()) {
+      report["guidance_calls"] = {{"branches", branches.size()}, {"first", first_branch}, {"calls_per_forward", my_branches}};
+    }
     report["mesh"] = plan->mesh.ToString();
     report["edits"] = edits;
     Json collectives = Json::array();
@@ -572,8 +709,19 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
     plain.fast_kernels = plan ? o.fast_kernels : false;
     std::unique_ptr<interp::ProgramModel> unsharded = interp::ProgramModel::Create(program, plain);
     load_parameters(*unsharded, nullptr, nullptr);
-    unsharded->SetArguments(in.extra);
-    reference = Forward(*unsharded, in.args, o.device)[0];
+    if (branches.empty()) {
+      unsharded->SetArguments(in.extra);
+      reference = Forward(*unsharded, in.args, o.device)[0];
+    } else {
+      // Every branch's call on the one model, stacked as the sharded job stacks them.
+      std::vector<at::Tensor> calls;
+      for (Inputs& b : branches) {
+        PlaceInputs(*program, b.args, o.device);
+        unsharded->SetArguments(b.extra);
+        calls.push_back(Forward(*unsharded, b.args, o.device)[0]);
+      }
+      reference = at::stack(calls, 0);
+    }
     against = "unsharded";
     if (reference.sizes() != output[0].sizes()) {
       throw ExecError("--check: the program's output " + c10::str(output[0].sizes()) + " but the " + against + " model's " +
@@ -596,32 +744,45 @@ int RunProgramJob(dist::DistContext& ctx, const ProgramJobOptions& o) {
     status = passed ? 0 : 1;
   }
   if (!o.expect.empty()) {
-    io::SafetensorsFile file = io::SafetensorsFile::Open(o.expect);
     const double tolerance = o.expect_tolerance.value_or(dtype == at::kFloat ? 1e-4 : 2e-2);
     Json outputs = Json::array();
     bool passed = true;
-    const std::vector<std::string> keys = file.Keys();
-    for (size_t i = 0; i < output.size(); ++i) {
-      const std::string key = i == 0 ? "output" : "output_" + std::to_string(i);
-      if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
-        throw ExecError("--expect " + o.expect + ": no tensor `" + key + "` (the program has " +
-                        std::to_string(output.size()) + " output(s), written as output, output_1, ...)");
-      }
-      const at::Tensor want = file.Load(key).to(at::kDouble);
-      const at::Tensor got = output[i].to(at::kCPU).to(at::kDouble);
-      if (want.sizes() != got.sizes()) {
-        throw ExecError("--expect " + o.expect + ": `" + key + "` is " + c10::str(want.sizes()) + " but the program's is " +
-                        c10::str(got.sizes()));
-      }
-      const double error = (got - want).abs().max().item<double>();
-      const double scale = want.abs().max().item<double>();
-      const bool ok = error <= tolerance * scale;
-      passed = passed && ok;
-      outputs.push_back({{"output", key}, {"max_abs_error", error}, {"max_abs_reference", scale}, {"passed", ok}});
-      if (leader) {
-        std::fprintf(stderr, "weft-run: %s against %s %s: max abs error %.3g, %.3g x max|reference| %.3g (tolerance %.1g)\n",
-                     key.c_str(), o.expect.c_str(), ok ? "passed" : "FAILED", error, error / std::max(scale, 1e-30),
-                     scale, tolerance);
+    // One reference file, or one per guidance branch (its outputs are then the stacked outputs' rows).
+    const std::vector<std::string> files = o.branch_expect.empty() ? std::vector<std::string>{o.expect} : o.branch_expect;
+    if (!o.branch_expect.empty() && o.branch_expect.size() != branches.size()) {
+      throw ExecError(std::to_string(o.branch_expect.size()) + " --expect files for " + std::to_string(branches.size()) +
+                      " guidance branches (--inputs files); give one per branch, or one with the branches stacked");
+    }
+    for (size_t f = 0; f < files.size(); ++f) {
+      io::SafetensorsFile file = io::SafetensorsFile::Open(files[f]);
+      const std::vector<std::string> keys = file.Keys();
+      for (size_t i = 0; i < output.size(); ++i) {
+        const std::string key = i == 0 ? "output" : "output_" + std::to_string(i);
+        const std::string label = key + (o.branch_expect.empty() ? "" : " of branch " + std::to_string(f));
+        if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+          throw ExecError("--expect " + files[f] + ": no tensor `" + key + "` (the program has " +
+                          std::to_string(output.size()) + " output(s), written as output, output_1, ...)");
+        }
+        const at::Tensor want = file.Load(key).to(at::kDouble);
+        at::Tensor got = output[i].to(at::kCPU).to(at::kDouble);
+        if (!o.branch_expect.empty()) got = got.select(0, static_cast<int64_t>(f));
+        if (want.sizes() != got.sizes()) {
+          throw ExecError("--expect " + files[f] + ": `" + key + "` is " + c10::str(want.sizes()) + " but the program's " +
+                          (o.branch_expect.empty() ? "" : "branch " + std::to_string(f) + " ") + "is " + c10::str(got.sizes()) +
+                          (!branches.empty() && o.branch_expect.empty()
+                               ? " (the " + std::to_string(branches.size()) + " branches' outputs stacked; give one --expect file per branch, or one holding them stacked)"
+                               : ""));
+        }
+        const double error = (got - want).abs().max().item<double>();
+        const double scale = want.abs().max().item<double>();
+        const bool ok = error <= tolerance * scale;
+        passed = passed && ok;
+        outputs.push_back({{"output", label}, {"max_abs_error", error}, {"max_abs_reference", scale}, {"passed", ok}});
+        if (leader) {
+          std::fprintf(stderr, "weft-run: %s against %s %s: max abs error %.3g, %.3g x max|reference| %.3g (tolerance %.1g)\n",
+                       label.c_str(), files[f].c_str(), ok ? "passed" : "FAILED", error, error / std::max(scale, 1e-30),
+                       scale, tolerance);
+        }
       }
     }
     report["expect"] = {{"file", o.expect}, {"tolerance", tolerance}, {"outputs", outputs}, {"passed", passed}};

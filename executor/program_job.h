@@ -30,6 +30,10 @@ struct ProgramJobOptions {
   std::string model_dir;             // a save_pretrained directory: its config must match the program's
   std::vector<std::string> weights;  // safetensors files (instead of, or overriding, the directory's)
   std::string inputs;                // safetensors by argument name, non-tensors under `weft.args`
+  // Guidance branches as forward calls of their own (a plan whose guidance_parallel says `calls`):
+  // one inputs file per branch, in branch order (`inputs` is the first); each cfg group runs its
+  // branches' calls and the outputs are gathered over cfg, stacked along a new dim 0.
+  std::vector<std::string> branch_inputs;
   std::string workload;              // the manifest workload to make inputs at (default: the first)
   std::string output;                // {"output": ..., "output_1": ...}
   std::string dtype;                 // "fp32" / "bf16"; "" = the program's
@@ -41,6 +45,7 @@ struct ProgramJobOptions {
   // A reference output (safetensors with the keys --output writes, e.g. diffusers' own from
   // tools/make_fixtures.py): every output must be within expect_tolerance * max|reference|.
   std::string expect;
+  std::vector<std::string> branch_expect;  // one reference per branch (else `expect` holds them stacked)
   std::optional<double> expect_tolerance;  // default 1e-4 fp32, 2e-2 bf16
   int warmup = 0;
   int iters = 1;

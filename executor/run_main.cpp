@@ -106,10 +106,12 @@ struct RunOptions {
   std::string device = "cpu";
   std::string dtype = "fp32";
   std::vector<std::string> weights;
-  std::string inputs;
+  std::string inputs;                     // the first --inputs file (all of them: inputs_files)
+  std::vector<std::string> inputs_files;  // more than one: guidance branches run as calls of their own
   std::string output;
   bool check = false;
-  std::string expect;  // --program: a reference output file
+  std::string expect;  // --program: a reference output file (the first; all: expect_files)
+  std::vector<std::string> expect_files;
   double tolerance = 0;
   bool tolerance_given = false;
   int iters = 1;
@@ -252,6 +254,7 @@ exec::JobIdentity JobIdentityOf(const RunOptions& o, const dist::MeshShape& shap
   if (o.weights.empty()) add("weights", "seeded");
   for (size_t i = 0; i < o.weights.size(); ++i) add("weights " + std::to_string(i + 1), exec::FileIdentity(o.weights[i]));
   add("inputs", o.inputs.empty() ? "seeded" : exec::FileIdentity(o.inputs));
+  for (size_t i = 1; i < o.inputs_files.size(); ++i) add("inputs " + std::to_string(i + 1), exec::FileIdentity(o.inputs_files[i]));
   return id;
 }
 
@@ -367,6 +370,7 @@ int RunRank(const RunOptions& o) {
     job.model_dir = o.model_dir;
     job.weights = o.weights;
     job.inputs = o.inputs;
+    if (o.inputs_files.size() > 1) job.branch_inputs = o.inputs_files;
     job.workload = o.workload;
     job.output = o.output;
     job.dtype = o.dtype_given ? o.dtype : "";
@@ -376,6 +380,7 @@ int RunRank(const RunOptions& o) {
     job.check = o.check;
     if (o.tolerance > 0) job.tolerance = o.tolerance;
     job.expect = o.expect;
+    if (o.expect_files.size() > 1) job.branch_expect = o.expect_files;
     if (o.tolerance_given) job.expect_tolerance = o.tolerance;
     job.warmup = o.warmup;
     job.iters = o.iters;
@@ -719,8 +724,10 @@ int main(int argc, char** argv) {
                         ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--weights", o.weights, "Checkpoint safetensors file(s) in diffusers key names (default: "
                                          "seeded random weights)")->check(CLI::ExistingFile);
-  app.add_option("--inputs", o.inputs, "Inputs as safetensors keyed by forward argument name (default: seeded "
-                                       "random)")->check(CLI::ExistingFile);
+  app.add_option("--inputs", o.inputs_files, "Inputs as safetensors keyed by forward argument name (default: seeded "
+                                             "random); once per guidance branch for a plan whose guidance_parallel "
+                                             "says `calls` (each branch a forward call of its own)")
+      ->check(CLI::ExistingFile);
   app.add_option("--output", o.output, "Write the gathered output to this safetensors file (rank 0)");
   auto* dump_opt = app.add_option("--dump-graph", o.dump_graph_file,
                                   "Print the weft.graph/1 view of the model's program (at the workloads of its "
@@ -729,10 +736,10 @@ int main(int argc, char** argv) {
   app.add_option("--model-config", o.model_config,
                  "A model config in the tools/model_configs format (class, config, workloads) to export and run");
   app.add_flag("--check", o.check, "Compare with an unsharded run; non-zero exit above the tolerance");
-  app.add_option("--expect", o.expect,
+  app.add_option("--expect", o.expect_files,
                  "With --program: compare the output with a reference safetensors file (keys as --output writes them, "
                  "e.g. diffusers' own output); non-zero exit above --tolerance x max|reference| (default 1e-4 fp32, "
-                 "2e-2 bf16)")
+                 "2e-2 bf16); with guidance branches as calls, once per branch (or once, the branches stacked)")
       ->check(CLI::ExistingFile);
   auto* tolerance_opt = app.add_option("--tolerance", o.tolerance, "Relative tolerance of --check, a finite number >= 0 "
                                                                   "(default 1e-5 fp32 CP, 1e-4 with TP, 2e-2 bf16)");
@@ -770,6 +777,8 @@ int main(int argc, char** argv) {
     o.check = true;
     o.mesh = "ring=2,ulysses=2";
   }
+  if (!o.inputs_files.empty()) o.inputs = o.inputs_files.front();
+  if (!o.expect_files.empty()) o.expect = o.expect_files.front();
   o.program_file_given = program_opt->count() > 0 && o.program != "auto";
   o.dump_graph = dump_opt->count() > 0;
   o.dtype_given = dtype_opt->count() > 0;

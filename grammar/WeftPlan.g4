@@ -3,7 +3,8 @@
 //   plan <name> for <ModelClass>
 //   context_parallel { split/gather/attention rules }
 //   tensor_parallel  { colwise/rowwise/replicate rules }
-//   guidance_parallel { split/gather rules over the cfg axis: the batch of guidance branches }
+//   guidance_parallel { split/gather rules over the cfg axis: the batch of guidance branches;
+//                       or `calls "" { args }`: each branch a forward call of its own }
 //
 // The grammar is deliberately permissive in a few places ("error alternatives": an unknown
 // word where a keyword belongs, `=` before a value, a string missing its closing quote) so
@@ -30,6 +31,7 @@ cpStatement
   : SPLIT pattern shardBody                            # splitStatement
   | GATHER pattern shardBody                           # gatherStatement
   | ATTENTION pattern attnMode=word                        # attentionStatement
+  | CALLS pattern shardBody                            # callsStatement
   | unknown=IDENT pattern? junk*                       # unknownCpStatement
   ;
 
@@ -67,7 +69,7 @@ blockSize : INT | IDENT ;
 pattern : STRING | UNTERMINATED_STRING | SINGLE_QUOTED ;
 
 word
-  : IDENT | PLAN | FOR | CONTEXT_PARALLEL | TENSOR_PARALLEL | GUIDANCE_PARALLEL | SPLIT | GATHER | ATTENTION
+  : IDENT | PLAN | FOR | CONTEXT_PARALLEL | TENSOR_PARALLEL | GUIDANCE_PARALLEL | SPLIT | GATHER | ATTENTION | CALLS
   | OUTPUT | DIM | RANK | OPTIONAL | PACKED | COLWISE | ROWWISE | REPLICATE | LOCAL
   ;
 
@@ -89,6 +91,7 @@ GUIDANCE_PARALLEL : 'guidance_parallel' ;
 SPLIT : 'split' ;
 GATHER : 'gather' ;
 ATTENTION : 'attention' ;
+CALLS : 'calls' ;
 OUTPUT : 'output' ;
 DIM : 'dim' ;
 RANK : 'rank' ;

@@ -9,6 +9,8 @@ checked against diffusers on the same numbers.
 
     .venv/bin/python tools/make_fixtures.py --branches [--only flux-tiny]
 
+    .venv/bin/python tools/make_fixtures.py --calls [--only qwen-image-tiny]
+
 Program fixtures (tests/fixtures/programs/<config>/, for runtime/program): a tiny config of every
 class weft has a plan or a program test for (tools/model_configs/*-tiny.json), exported by
 tools/export_program.py at its first workload with batch 2 in fp32 and bf16 (program.pt2,
@@ -23,6 +25,13 @@ BRANCH_FIXTURES, diffusers' fp32 output on a batch of 3 branches at the first wo
 (inputs_<workload>-b3 / outputs_<workload>-b3; with a text mask, its rows end in 2, 5 and 0 masked
 tokens), next to the existing program, which a dynamic batch lets run them; and flux-tiny's program
 exported at that batch (program_b3.pt2), whose workloads show `weft explain` 3 branches.
+
+Guidance branches as forward calls of their own (--calls, a plan's guidance_parallel `calls`): for
+CALLS_FIXTURES, three calls at the first workload (batch 2) on the same latents and timestep, each
+with a prompt of its own -- a text of its own length (the workload's, 3 tokens fewer, 2 more) and
+values, and for QwenImage a mask whose rows end in masked tokens -- as inputs_<workload>-call<i> /
+outputs_<workload>-call<i>: the conditional, unconditional and a third branch a pipeline would call
+apart, each diffusers' fp32 output of its own call.
 
 Each built-in fixture folder holds config.json (the diffusers config, as save_pretrained writes it),
 weights.safetensors (diffusers key names), inputs.safetensors (keyed by forward argument
@@ -227,18 +236,26 @@ def make_program_fixture(name, out_dir):
                     print("%s: workload %s-%s %s" % (folder, wl["name"], variant, suffix or "fp32"))
 
 
+def seeded_program_model(name, out_dir):
+    """(config path, class, config, workloads, fixture folder, diffusers model on weft's seeded
+    weights) of program fixture `name`."""
+    import diffusers
+    import export_program as ep
+    from diffusers_models import seeded_weights
+    config = pathlib.Path(__file__).resolve().parent / "model_configs" / (name + ".json")
+    cls_name, cfg, _, _, workloads = ep.load_spec(str(config))
+    model = getattr(diffusers, cls_name).from_config(dict(cfg)).eval()
+    seeded_weights(model, PROGRAM_SEED)
+    return config, cls_name, cfg, workloads, pathlib.Path(out_dir) / "programs" / name, model
+
+
 BRANCH_FIXTURES = ["flux-tiny", "wan-tiny", "qwen-image-tiny", "hunyuanvideo-tiny"]
 
 
 def make_branch_fixture(name, out_dir):
-    import diffusers
     import export_program as ep
-    from diffusers_models import RandomFactory, make_inputs, seeded_weights
-    config = pathlib.Path(__file__).resolve().parent / "model_configs" / (name + ".json")
-    cls_name, cfg, _, _, workloads = ep.load_spec(str(config))
-    folder = pathlib.Path(out_dir) / "programs" / name
-    model = getattr(diffusers, cls_name).from_config(dict(cfg)).eval()
-    seeded_weights(model, PROGRAM_SEED)
+    from diffusers_models import RandomFactory, make_inputs
+    config, cls_name, cfg, workloads, folder, model = seeded_program_model(name, out_dir)
     wl = dict(workloads[0], batch=3)
     inputs = make_inputs(cls_name, cfg, wl, RandomFactory(torch.float32, 300))
     mask = next((k for k in PADDED_MASKS if isinstance(inputs.get(k), torch.Tensor) and inputs[k].dim() == 2), None)
@@ -256,6 +273,38 @@ def make_branch_fixture(name, out_dir):
     print("%s: workload %s, output %s" % (folder, stem, tuple(outputs_dict(result)["output"].shape)))
     if name == "flux-tiny":
         ep.export_config(str(config), str(folder / "program_b3.pt2"), batch=3, dtype_name="fp32")
+
+
+CALLS_FIXTURES = {"qwen-image-tiny": ("encoder_hidden_states", "encoder_hidden_states_mask"),
+                  "flux-tiny": ("encoder_hidden_states", "pooled_projections", "txt_ids")}
+
+
+def make_calls_fixture(name, out_dir):
+    import export_program as ep
+    from diffusers_models import RandomFactory, make_inputs
+    config, cls_name, cfg, workloads, folder, model = seeded_program_model(name, out_dir)
+    base = dict(workloads[0], batch=2)
+    shared = make_inputs(cls_name, cfg, base, RandomFactory(torch.float32, 400))
+    for call, extra_text in enumerate((0, -3, 2)):
+        wl = dict(base, text_len=base.get("text_len", 512) + extra_text)
+        own = make_inputs(cls_name, cfg, wl, RandomFactory(torch.float32, 410 + call))
+        inputs = dict(shared)
+        for arg in CALLS_FIXTURES[name]:
+            inputs[arg] = own[arg]
+        mask = "encoder_hidden_states_mask"
+        if mask in CALLS_FIXTURES[name]:  # each call's rows end in masked tokens of their own
+            m = inputs[mask].clone()
+            for row, masked in enumerate(((2, 0), (0, 4), (1, 3))[call]):
+                if masked:
+                    m[row, m.shape[1] - masked:] = 0
+            inputs[mask] = m
+        with torch.no_grad():
+            result = model(**inputs, return_dict=False)
+        stem = "%s-call%d" % (base["name"], call)
+        ep.write_inputs_file(str(folder / ("inputs_%s.safetensors" % stem)), inputs)
+        save_file(outputs_dict(result), folder / ("outputs_%s.safetensors" % stem))
+        print("%s: %s, text %d, output %s" % (folder, stem, inputs["encoder_hidden_states"].shape[1],
+                                              tuple(outputs_dict(result)["output"].shape)))
 
 
 # The masked variants of `inputs` (name, inputs): none without a 2-D text mask among PADDED_MASKS.
@@ -280,7 +329,13 @@ def main():
     parser.add_argument("--only", help="one fixture (a built-in one, or a program config with --programs)")
     parser.add_argument("--programs", action="store_true", help="the program fixtures instead of the built-in ones")
     parser.add_argument("--branches", action="store_true", help="the guidance-branch fixtures (3 branches)")
+    parser.add_argument("--calls", action="store_true", help="the fixtures of guidance branches as calls of their own")
     args = parser.parse_args()
+    if args.calls:
+        for name in CALLS_FIXTURES:
+            if not args.only or name == args.only:
+                make_calls_fixture(name, args.out)
+        return
     if args.branches:
         for name in BRANCH_FIXTURES:
             if not args.only or name == args.only:

@@ -31,6 +31,9 @@ struct BindOptions {
   // the dim each gathered value is split on: the binder's coarser length test of gathers (a graph
   // without dataflow has nothing better) is left to it.
   bool gathers_checked_by_dataflow = false;
+  // Guidance branches the job runs as forward calls of their own (a plan's guidance_parallel
+  // `calls`): weft-run's number of --inputs files, weft's --branches; 0 = one per cfg rank group.
+  int64_t branches = 0;
 };
 
 // Binds `ast` (which must have no parse errors) against `graph`. Diagnoses every problem it

@@ -126,6 +126,11 @@ WEFT_DIAGNOSTIC(FewerBranchesThanCfgRanks, Error,
                 "cfg ranks; give a batch of at least {5} (one row per branch: conditional, unconditional ...) or a "
                 "smaller cfg axis",
                 std::string, std::string, int64_t, int64_t, std::string, int64_t);
+WEFT_DIAGNOSTIC(FewerCallsThanCfgRanks, Error,
+                "the plan runs the guidance branches as forward calls of their own, but the job has {0} branch(es) "
+                "for the {1} cfg ranks: every cfg rank group needs a call; give at least {1} branches (weft-run: one "
+                "--inputs file per branch; weft: --branches) or a smaller cfg axis",
+                int64_t, int64_t);
 WEFT_DIAGNOSTIC(CfgAxisWithoutBranches, Error,
                 "the mesh has cfg={0} but plan `{1}` says no input carries guidance branches; add a "
                 "`guidance_parallel` section that splits the batch of the branches (and gathers the output), "
@@ -264,6 +269,7 @@ class Binder {
   void CheckOutputGathered();
   // The guidance_parallel section: the batch of branches split and gathered over the cfg axis.
   void BindGuidance();
+  void BindGuidanceCalls(const syntax::CpRule& rule);
   void BindBranchSplit(model::ModuleId id, const syntax::ShardItem& item, const model::Value& value,
                        const std::string& what, std::vector<SourceRange>& ranges);
   // The split or gather an item makes of `value` over `parts` ranks of `group`.
@@ -1054,6 +1060,33 @@ void Binder::BindBranchSplit(model::ModuleId id, const syntax::ShardItem& item, 
   ranges.push_back(item.range);
 }
 
+// `calls`: each branch a forward call of the root's own, the items the arguments that differ.
+void Binder::BindGuidanceCalls(const syntax::CpRule& rule) {
+  const int64_t cfg = out_.mesh.Cfg();
+  const std::optional<model::ModuleId> root = graph_.FindModuleId("");
+  const model::ModuleCalls* calls = workload_->FindCalls("");
+  if (!root || calls == nullptr || calls->calls.empty()) return;
+  plan::GuidanceCalls g;
+  for (const syntax::ShardItem& item : rule.items) {
+    if (item.has_error) continue;
+    std::string what;
+    bool skip = false;
+    if (Resolve(item, *root, calls->calls.front(), what, skip) == nullptr) continue;
+    std::string name = item.target.argument.text;
+    if (item.target.kind == syntax::TargetKind::kArgumentElement) name += "[" + std::to_string(item.target.index.value) + "]";
+    g.arguments.push_back(name);
+  }
+  g.origin = OriginOf(rule.keyword_range);
+  // Without a cfg axis the one group makes every call.
+  g.branches = options_.branches > 0 ? options_.branches : cfg;
+  if (g.branches < cfg) {
+    diags_.Emit(rule.keyword_range, FewerCallsThanCfgRanks, g.branches, cfg);
+    return;
+  }
+  g.per_group = plan::SplitSizes(g.branches, cfg);
+  out_.guidance_calls = std::move(g);
+}
+
 void Binder::BindGuidance() {
   const int64_t cfg = out_.mesh.Cfg();
   std::vector<SourceRange> split_ranges;
@@ -1061,6 +1094,10 @@ void Binder::BindGuidance() {
   if (ast_.guidance_parallel) {
     for (const syntax::CpRule& rule : ast_.guidance_parallel->rules) {
       if (rule.has_error) continue;
+      if (rule.kind == syntax::CpRuleKind::kCalls) {
+        BindGuidanceCalls(rule);
+        return;  // structure_check.cpp keeps split and gather rules out of a section with `calls`
+      }
       const bool split = rule.kind == syntax::CpRuleKind::kSplit;
       ForEachBoundItem(rule, split ? "split" : "gather", /*outputs_only=*/!split,
                        [&](model::ModuleId id, const model::ModuleCalls&, const syntax::ShardItem& item,
@@ -1135,6 +1172,8 @@ std::optional<BoundPlan> Binder::Run() {
         case syntax::CpRuleKind::kAttention:
           BindAttentionRule(rule);
           break;
+        case syntax::CpRuleKind::kCalls:
+          break;  // refused in context_parallel by structure_check.cpp
       }
     }
   }

@@ -7,6 +7,7 @@
 // the graph the plan was bound against, which the lowering receives alongside.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,8 @@ struct BoundPlan {
   // CP checks (sharded lengths, K/V) applies to them.
   std::vector<BoundSplit> cfg_splits;
   std::vector<BoundGather> cfg_gathers;
+  // Or the branches as forward calls of their own (`calls`), on a cfg axis of more than one rank.
+  std::optional<plan::GuidanceCalls> guidance_calls;
   // Sequence lengths the plan splits (and their sums): a traced tensor with one of these
   // lengths on some dim is treated as carrying a split sequence (cost model, K/V check).
   std::vector<int64_t> sharded_lengths;

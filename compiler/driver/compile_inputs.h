@@ -43,6 +43,7 @@ struct CompileOptions {
   std::string dtype = "bf16";  // activation dtype the cost model assumes
   std::string attention_kernel = "auto";
   int64_t world_size = 0;
+  int64_t branches = 0;  // guidance branches as calls of their own (a plan's `calls`); 0 = one per cfg group
   std::string format = "text";
   uint32_t max_errors = 20;
 };
@@ -71,6 +72,9 @@ inline void AddCompileOptions(CLI::App* app, CompileOptions& o, bool many) {
                                                       "them just before the block runs: cp, cfg or cp,cfg")
       ->check(CLI::IsMember({"cp", "cfg", "cp,cfg", "cfg,cp"}));
   app->add_option("--world-size", o.world_size, "Check the mesh against this world size");
+  app->add_option("--branches", o.branches, "Guidance branches the job runs as forward calls of their own, for a "
+                                            "plan whose guidance_parallel says `calls` (default: one per cfg group)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app->add_option("--dtype", o.dtype, "Activation dtype of the run, for the bytes in the cost (default bf16, as "
                                       "the graphs' traces)")
       ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
@@ -121,6 +125,7 @@ struct Inputs {
   size_t plans_without_graph = 0;  // plans with no graph or workload to check against (diagnosed); status 2
   int64_t activation_bytes = 2;    // from --dtype
   std::string attention_kernel = "auto";
+  int64_t branches = 0;            // --branches
 };
 
 inline std::vector<std::string> DefaultGraphs(const std::string& dir) {
@@ -221,6 +226,7 @@ inline int LoadInputs(const CompileOptions& o, Inputs& in, diag::Emitter& diags,
   bool unusable = false;
   in.activation_bytes = o.dtype == "fp32" ? 4 : 2;
   in.attention_kernel = o.attention_kernel;
+  in.branches = o.branches;
   if (o.world_size < 0 || o.world_size > plan::kMaxMeshWorldSize) {
     diags.EmitAt(diag::Location{}, MeshSpecInvalid,
                  "--world-size is " + std::to_string(o.world_size) +
@@ -365,6 +371,7 @@ inline bind::BindOptions BindOptionsFor(const Inputs& in, const Combination& c) 
   b.activation_bytes = in.activation_bytes;
   b.attention_kernel = in.attention_kernel;
   b.gathers_checked_by_dataflow = c.graph < in.programs.size() && in.programs[c.graph] != nullptr;
+  b.branches = in.branches;
   return b;
 }
 

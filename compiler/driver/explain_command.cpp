@@ -144,6 +144,18 @@ void Explain(const plan::ExecutionPlan& p, const model::ModelGraph& graph, std::
          rows[i].bytes);
     for (size_t k = 1; k < data.size(); ++k) line("", data[k], "", "", "", "");
   }
+  if (p.guidance_calls) {
+    // The branches as calls of their own: which group runs how many, and what differs per call.
+    const plan::GuidanceCalls& g = *p.guidance_calls;
+    std::string per_group;
+    for (size_t i = 0; i < g.per_group.size(); ++i) per_group += (i ? " + " : "") + std::to_string(g.per_group[i]);
+    const bool uneven = std::any_of(g.per_group.begin(), g.per_group.end(), [&](int64_t n) { return n != g.per_group[0]; });
+    std::string arguments;
+    for (const std::string& a : g.arguments) arguments += (arguments.empty() ? "`" : ", `") + a + "`";
+    out << "\nguidance branches as calls: " << g.branches << " over cfg=" << g.per_group.size() << " (" << per_group
+        << (uneven ? ", cfg uneven" : "") << "), each call with its own " << arguments << "; the modules above run once "
+        << "per call, the outputs (" << plan::FormatBytes(g.output_bytes) << " a call) are gathered over cfg\n";
+  }
   out << "\nper forward, per rank: " << p.cost.collectives << " collectives, " << plan::FormatBytes(p.cost.bytes)
       << " sent\n";
   for (const plan::AxisTraffic& t : p.cost.per_axis) {

@@ -339,6 +339,15 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
   }
 
   for (auto& [id, s] : steps) p.steps.push_back(std::move(s));
+  if (b.guidance_calls) {
+    // One branch's outputs, the unit the cfg gather moves (SummarizeCost counts it).
+    p.guidance_calls = b.guidance_calls;
+    if (const model::ModuleCalls* root = w->FindCalls(""); root != nullptr && !root->calls.empty()) {
+      for (const model::Value& out : root->calls.front().outputs) {
+        p.guidance_calls->output_bytes = source::SaturatingAdd(p.guidance_calls->output_bytes, RunBytes(out, elem_bytes));
+      }
+    }
+  }
   const int64_t param_bytes = graph.ParamBytes();
   plan::SummarizeCost(p, param_bytes == source::kSaturated || tp_full_bytes == source::kSaturated
                              ? source::kSaturated

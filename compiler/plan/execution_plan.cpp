@@ -149,6 +149,20 @@ std::vector<int64_t> SplitSizes(int64_t length, int64_t parts) {
   return sizes;
 }
 
+std::vector<Collective> GuidanceCallsCollectives(const GuidanceCalls& g) {
+  std::vector<Collective> out;
+  const int64_t cfg = static_cast<int64_t>(g.per_group.size());
+  if (cfg <= 1) return out;
+  // The first group's calls' outputs go to every other group (an all-gather); uneven groups
+  // exchange their counts first (one int64 from every rank).
+  out.push_back({CollectiveOp::kAllGather, std::string(kCfgAxis), 1,
+                 source::SaturatingMul(source::SaturatingMul(g.output_bytes, g.per_group.front()), cfg - 1)});
+  const bool uneven = std::any_of(g.per_group.begin(), g.per_group.end(),
+                                  [&](int64_t n) { return n != g.per_group.front(); });
+  if (uneven) out.push_back({CollectiveOp::kAllGather, std::string(kCfgAxis), 1, 8 * (cfg - 1)});
+  return out;
+}
+
 void SummarizeCost(ExecutionPlan& plan, int64_t extra_weight_bytes) {
   std::map<std::string, AxisTraffic> by_axis;
   PlanCost total;
@@ -162,6 +176,21 @@ void SummarizeCost(ExecutionPlan& plan, int64_t extra_weight_bytes) {
     }
     total.weight_bytes = source::SaturatingAdd(total.weight_bytes, step.cost.weight_bytes);
     total.activation_bytes = std::max(total.activation_bytes, step.cost.activation_bytes);
+  }
+  if (plan.guidance_calls && !plan.guidance_calls->per_group.empty()) {
+    // Every step runs once per call, and the first cfg group makes the most calls; then the
+    // outputs of all of them are gathered over cfg.
+    const GuidanceCalls& g = *plan.guidance_calls;
+    for (auto& [axis, t] : by_axis) {
+      t.collectives = source::SaturatingMul(t.collectives, g.per_group.front());
+      t.bytes = source::SaturatingMul(t.bytes, g.per_group.front());
+    }
+    for (const Collective& c : GuidanceCallsCollectives(g)) {
+      AxisTraffic& t = by_axis[c.axis];
+      t.axis = c.axis;
+      t.collectives = source::SaturatingAdd(t.collectives, c.count);
+      t.bytes = source::SaturatingAdd(t.bytes, c.bytes);
+    }
   }
   for (auto& [axis, t] : by_axis) {
     if (t.collectives == 0 && t.bytes == 0) continue;

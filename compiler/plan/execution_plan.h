@@ -306,6 +306,20 @@ struct ProgramEdits {
   std::vector<ProgramEdit> edits;  // in program order
 };
 
+// Guidance branches as forward calls of their own (guidance_parallel `calls`): every cfg rank
+// group runs the calls of a contiguous block of the branches (SplitSizes(branches, cfg): the
+// first groups one more when cfg does not divide them), each call on the job's inputs with
+// `arguments` taken from that branch's; the outputs are then all-gathered over cfg in branch
+// order. The steps and their costs are one call's; the plan's cost counts the first group's
+// calls (the most) and the gather.
+struct GuidanceCalls {
+  std::vector<std::string> arguments;  // forward arguments (leaf paths: `x[0]`) given per branch
+  int64_t branches = 0;
+  std::vector<int64_t> per_group;      // calls each cfg group runs, in cfg rank order
+  int64_t output_bytes = 0;            // one branch's outputs (the gather's unit)
+  Origin origin;                       // the `calls` rule
+};
+
 struct ExecutionPlan {
   int version = kPlanVersion;
   std::string plan_name;    // `plan flux for ...`
@@ -321,6 +335,8 @@ struct ExecutionPlan {
   std::optional<ProgramEdits> program;
   // When the mesh slices weights (Mesh::weight_axes over more than one rank).
   std::optional<WeightPlacement> weights;
+  // When the guidance branches are forward calls of their own (a cfg axis with `calls`).
+  std::optional<GuidanceCalls> guidance_calls;
 
   const ModuleStep* FindStep(std::string_view module) const;
 };
@@ -337,6 +353,9 @@ std::vector<std::string> ParseWeightAxes(std::string_view text);
 // when `batch` is the length the plan splits over cfg, else `batch`. The first rank holds the
 // most (uneven splits give the first ranks one more), so the cost model counts its bytes.
 int64_t FirstCfgRankBatch(const ExecutionPlan& plan, int64_t batch);
+
+// The gather of the outputs of guidance branches run as calls: what the first cfg rank sends.
+std::vector<Collective> GuidanceCallsCollectives(const GuidanceCalls& g);
 
 // Recomputes `plan.cost` from the steps' costs: per-axis bytes and collectives are summed over
 // steps times their `calls`; weight bytes are the steps' weight bytes plus

@@ -252,6 +252,15 @@ std::vector<std::pair<std::string, OJson>> HeaderJson(const ExecutionPlan& p) {
     w["blocks"] = std::move(blocks);
     out.emplace_back("weights", std::move(w));
   }
+  if (p.guidance_calls) {
+    OJson g;
+    g["arguments"] = p.guidance_calls->arguments;
+    g["branches"] = p.guidance_calls->branches;
+    g["per_group"] = p.guidance_calls->per_group;
+    g["output_bytes"] = p.guidance_calls->output_bytes;
+    g["origin"] = OriginJson<OJson>(p.guidance_calls->origin);
+    out.emplace_back("guidance_calls", std::move(g));
+  }
   return out;
 }
 
@@ -511,6 +520,20 @@ void ReadWeights(Reader& r, const OJson& j, WeightPlacement& w) {
   }
 }
 
+void ReadGuidanceCalls(Reader& r, const OJson& j, GuidanceCalls& g) {
+  const std::string p = "/guidance_calls";
+  if (!r.Object(j, p)) return;
+  r.Keys(j, p, {"arguments", "branches", "per_group", "output_bytes", "origin"});
+  r.Strs(j, "arguments", p, g.arguments, "an argument name");
+  r.Int(j, "branches", p, g.branches);
+  r.Ints(j, "per_group", p, g.per_group);
+  r.Int(j, "output_bytes", p, g.output_bytes);
+  r.ReadOrigin(j, p, g.origin);
+  int64_t sum = 0;
+  for (int64_t n : g.per_group) sum += n < 0 ? 0 : n;
+  if (g.per_group.empty() || sum != g.branches) r.Error(p + "/per_group", "the groups' calls must add up to `branches`");
+}
+
 void ReadStep(Reader& r, const OJson& j, const std::string& p, ModuleStep& s) {
   if (!r.Object(j, p)) return;
   r.Keys(j, p, {"module", "calls", "splits", "gathers", "attention", "tp", "cost"});
@@ -701,7 +724,7 @@ PlanReadResult ReadPlanJson(std::string_view text, size_t max_errors) {
   std::string stored_hash;
   if (r.Object(doc, "")) {
     r.Keys(doc, "", {"format", "version", "content_hash", "plan", "model", "mesh", "workload", "cost", "steps", "program",
-                     "weights"});
+                     "weights", "guidance_calls"});
     std::string format;
     r.Str(doc, "format", "", format);
     if (doc.contains("format") && format != kPlanFormat) {
@@ -800,6 +823,10 @@ PlanReadResult ReadPlanJson(std::string_view text, size_t max_errors) {
     if (const OJson* j = r.Field(doc, "weights", "", false)) {
       p.weights.emplace();
       ReadWeights(r, *j, *p.weights);
+    }
+    if (const OJson* j = r.Field(doc, "guidance_calls", "", false)) {
+      p.guidance_calls.emplace();
+      ReadGuidanceCalls(r, *j, *p.guidance_calls);
     }
     if (const OJson* j = r.Field(doc, "program", "", false)) {
       p.program.emplace();
@@ -939,6 +966,13 @@ std::string DumpPlan(const ExecutionPlan& p) {
     for (const Collective& c : s.cost.collectives) {
       out << "  cost " << CollectiveOpName(c.op) << " " << c.axis << " x" << c.count << " " << c.bytes << " B\n";
     }
+  }
+  if (p.guidance_calls) {
+    const GuidanceCalls& g = *p.guidance_calls;
+    out << "guidance calls: " << g.branches << " branches over cfg=" << g.per_group.size() << " (" << Ints(g.per_group)
+        << " per group), per branch:";
+    for (const std::string& a : g.arguments) out << " " << a;
+    out << "; " << g.output_bytes << " B of output each  @ " << g.origin.ToString() << "\n";
   }
   out << "cost per forward: " << p.cost.collectives << " collectives, " << p.cost.bytes << " B ("
       << FormatBytes(p.cost.bytes) << ") per rank\n";

@@ -42,7 +42,7 @@ WEFT_DIAGNOSTIC(AttentionInGuidance, Error,
 WEFT_DIAGNOSTIC(UnknownField, Error, "unknown field `{0}`{1}", std::string, std::string);
 
 const std::vector<std::string> kSections = {"context_parallel", "tensor_parallel", "guidance_parallel"};
-const std::vector<std::string> kCpStatements = {"split", "gather", "attention"};
+const std::vector<std::string> kCpStatements = {"split", "gather", "attention", "calls"};
 const std::vector<std::string> kTpStyles = {"colwise", "rowwise", "replicate"};
 const std::vector<std::string> kFields = {"dim", "rank", "optional"};
 const std::vector<std::string> kModes = {"context_parallel", "local"};
@@ -522,6 +522,12 @@ class AstBuilder {
       } else {
         rule.has_error = true;
       }
+    } else if (auto* calls = dynamic_cast<P::CallsStatementContext*>(statement)) {
+      // Where it may stand and what it may list: structure_check.cpp, for both surface forms.
+      rule.kind = CpRuleKind::kCalls;
+      rule.keyword_range = Range(calls->CALLS());
+      pattern_ctx = calls->pattern();
+      body = calls->shardBody();
     } else {
       plan.has_error = true;
       return;
@@ -645,7 +651,7 @@ class AstBuilder {
         item.has_error = true;
       }
     }
-    if (!dim_at && !item.has_error) {
+    if (!dim_at && !item.has_error && rule.kind != CpRuleKind::kCalls) {
       diags_.Emit(item.target.range, MissingDim, DescribeTarget(item.target),
                   rule.kind == CpRuleKind::kGather ? "gather along" : "split along");
       item.has_error = true;

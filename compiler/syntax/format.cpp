@@ -34,7 +34,9 @@ std::string TargetText(const Target& target) {
   return "";
 }
 
-std::string FieldsText(const ShardItem& item) {
+// A `calls` item is the argument alone (it has no fields).
+std::string FieldsText(const ShardItem& item, CpRuleKind kind) {
+  if (kind == CpRuleKind::kCalls) return "";
   std::string out = "dim " + std::to_string(item.dim.value);
   if (item.rank) out += " rank " + std::to_string(item.rank->value);
   if (item.optional) out += " optional";
@@ -67,7 +69,8 @@ void PrintCpRule(const CpRule& rule, std::string& out) {
   }
   if (Inline(rule)) {
     const ShardItem& item = rule.items[0];
-    out += " " + TargetText(item.target) + " " + FieldsText(item);
+    const std::string fields = FieldsText(item, rule.kind);
+    out += " " + TargetText(item.target) + (fields.empty() ? "" : " " + fields);
     EndLine(rule.comments, out);
     return;
   }
@@ -78,7 +81,8 @@ void PrintCpRule(const CpRule& rule, std::string& out) {
   for (const ShardItem& item : rule.items) {
     Leading(item.comments.leading, 4, out);
     std::string target = TargetText(item.target);
-    out += "    " + target + std::string(width - target.size() + 2, ' ') + FieldsText(item);
+    const std::string fields = FieldsText(item, rule.kind);
+    out += "    " + target + (fields.empty() ? "" : std::string(width - target.size() + 2, ' ') + fields);
     EndLine(item.comments, out);
   }
   Leading(rule.end_comments, 4, out);
@@ -99,7 +103,7 @@ void AddComments(const Comments& comments, Json& j) {
   if (comments.trailing) j["comment"] = *comments.trailing;
 }
 
-Json ItemJson(const ShardItem& item) {
+Json ItemJson(const ShardItem& item, CpRuleKind kind) {
   Json j = Json::object();
   switch (item.target.kind) {
     case TargetKind::kArgument:
@@ -113,7 +117,7 @@ Json ItemJson(const ShardItem& item) {
       j["output"] = item.target.index.value;
       break;
   }
-  j["dim"] = item.dim.value;
+  if (kind != CpRuleKind::kCalls) j["dim"] = item.dim.value;
   if (item.rank) j["rank"] = item.rank->value;
   if (item.optional) j["optional"] = true;
   AddComments(item.comments, j);
@@ -127,7 +131,7 @@ Json CpRuleJson(const CpRule& rule) {
     j["mode"] = AttentionModeName(rule.mode);
   } else {
     j["items"] = Json::array();
-    for (const ShardItem& item : rule.items) j["items"].push_back(ItemJson(item));
+    for (const ShardItem& item : rule.items) j["items"].push_back(ItemJson(item, rule.kind));
   }
   AddComments(rule.comments, j);
   if (!rule.end_comments.empty()) j["end_comments"] = rule.end_comments;
@@ -285,7 +289,8 @@ std::string Dump(const PlanAst& plan, const DumpOptions& options) {
       if (rule.kind == CpRuleKind::kAttention) out += " " + std::string(AttentionModeName(rule.mode));
       out += At(rule.range, options) + Error(rule.has_error) + "\n";
       for (const ShardItem& item : rule.items) {
-        out += "    " + TargetText(item.target) + " " + FieldsText(item) + At(item.range, options) +
+        const std::string fields = FieldsText(item, rule.kind);
+        out += "    " + TargetText(item.target) + (fields.empty() ? "" : " " + fields) + At(item.range, options) +
                Error(item.has_error) + "\n";
       }
     }

@@ -45,7 +45,7 @@ std::string EscapePointerToken(const std::string& token) {
 // The DSL's keywords: a name spelled like one could not be printed back as DSL.
 bool IsKeyword(const std::string& s) {
   static const char* const kKeywords[] = {
-      "plan", "for", "context_parallel", "tensor_parallel", "guidance_parallel", "split", "gather", "attention", "output",
+      "plan", "for", "context_parallel", "tensor_parallel", "guidance_parallel", "split", "gather", "attention", "calls", "output",
       "dim", "rank", "optional", "packed", "colwise", "rowwise", "replicate", "local"};
   for (const char* keyword : kKeywords) {
     if (s == keyword) return true;
@@ -291,19 +291,20 @@ class JsonPlanReader {
     CpRule rule;
     rule.range = At(v);
     Fields fields = Collect(v, "", "a context-parallel rule",
-                            {"split", "gather", "attention", "items", "mode", "comments",
+                            {"split", "gather", "attention", "calls", "items", "mode", "comments",
                              "comment", "end_comments"});
     ReadComments(fields, rule.comments);
     ReadStrings(fields.Get("end_comments"), rule.end_comments);
-    const JsonMember* kind = OneOf(fields, v, "a context-parallel rule", {"split", "gather", "attention"});
+    const JsonMember* kind = OneOf(fields, v, "a context-parallel rule", {"split", "gather", "attention", "calls"});
     if (kind == nullptr) {
       rule.has_error = true;
       rules.push_back(std::move(rule));
       return;
     }
     rule.keyword_range = KeyAt(*kind);
-    rule.kind = kind->key == "split" ? CpRuleKind::kSplit
+    rule.kind = kind->key == "split"    ? CpRuleKind::kSplit
                 : kind->key == "gather" ? CpRuleKind::kGather
+                : kind->key == "calls"  ? CpRuleKind::kCalls
                                         : CpRuleKind::kAttention;
     if (auto pattern = ReadPattern(*kind)) rule.pattern = *pattern; else rule.has_error = true;
     const std::string what = "the `" + kind->key + "` rule";
@@ -401,7 +402,7 @@ class JsonPlanReader {
     }
     if (const JsonMember* dim = fields.Get("dim")) {
       if (auto value = ReadInt(*dim)) item.dim = *value; else item.has_error = true;
-    } else if (!item.has_error) {
+    } else if (!item.has_error && kind != CpRuleKind::kCalls) {
       diags_.Emit(Brace(v), MissingDim, DescribeTarget(item.target),
                   kind == CpRuleKind::kGather ? "gather along" : "split along");
       item.has_error = true;

@@ -88,6 +88,8 @@ enum class CpRuleKind : uint8_t {
   kSplit,      // split inputs before forward (or outputs after forward, `output N`)
   kGather,     // gather outputs after forward
   kAttention,  // declare how attention call sites inside matching modules run
+  kCalls,      // guidance_parallel only: each branch is a forward call of its own; the items name
+               // the root's arguments that differ between the branches' calls
 };
 
 enum class AttentionMode : uint8_t {

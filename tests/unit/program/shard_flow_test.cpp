@@ -216,6 +216,18 @@ TEST(LocalSizes, RefusesAFullLengthNoShardCarries) {
                 "a dim of that length to take the local one from");
 }
 
+// The context-parallel attention edit of node `o` (module `attn`, rule at plan.weft:7:3).
+plan::ProgramEdit AttentionEditOfO(plan::AttentionMode mode) {
+  plan::ProgramEdit attention;
+  attention.kind = plan::ProgramEdit::Kind::kAttention;
+  attention.node = "o";
+  attention.module = "attn";
+  attention.attention = plan::Attention{};
+  attention.attention->mode = mode;
+  attention.origin = plan::Origin{"plan.weft", 7, 3, false};
+  return attention;
+}
+
 TEST(LocalSizes, RefusesAMaskNotLaidOutWithItsKeys) {
   // Context-parallel attention over split keys x (1, 1, s0, 8), with a whole mask (1, s5) over
   // keys of another length: neither one split stream nor a concatenation of split streams.
@@ -231,14 +243,7 @@ TEST(LocalSizes, RefusesAMaskNotLaidOutWithItsKeys) {
         {1, 1, 8, 8});
   b.Output("o");
   plan::ProgramEdits edits = SplitX(1, 3);
-  plan::ProgramEdit attention;
-  attention.kind = plan::ProgramEdit::Kind::kAttention;
-  attention.node = "o";
-  attention.module = "attn";
-  attention.attention = plan::Attention{};
-  attention.attention->mode = plan::AttentionMode::kUlysses;
-  attention.origin = plan::Origin{"plan.weft", 7, 3, false};
-  edits.edits.push_back(attention);
+  edits.edits.push_back(AttentionEditOfO(plan::AttentionMode::kUlysses));
   ExpectRefused([&] { AddLocalSizeEdits(b.p, edits); }, EditCheck::kMaskNotLaidOutWithKeys,
                 "program: the mask `m` of context-parallel attention `o` (module `` (rule at plan.weft:7:3)) spans s5 "
                 "keys, which is neither one split stream nor a concatenation of split streams in this module: split "
@@ -268,14 +273,7 @@ struct PairMaskCase {
     b.p.tensor_values["o"].sizes[2] = Sym("s0", 8);
     b.Output("o");
     edits = SplitX(1, 3);
-    plan::ProgramEdit attention;
-    attention.kind = plan::ProgramEdit::Kind::kAttention;
-    attention.node = "o";
-    attention.module = "attn";
-    attention.attention = plan::Attention{};
-    attention.attention->mode = plan::AttentionMode::kRing;
-    attention.origin = plan::Origin{"plan.weft", 7, 3, false};
-    edits.edits.push_back(attention);
+    edits.edits.push_back(AttentionEditOfO(plan::AttentionMode::kRing));
   }
 };
 
@@ -604,14 +602,7 @@ TEST(LocalSizes, RefusesAMaskOverQueryKeyPairsOfAJointSequence) {
   b.p.tensor_values["o"].sizes[2] = Sym("s0", 8);
   b.Output("o");
   plan::ProgramEdits edits = SplitXAndY({});
-  plan::ProgramEdit attention;
-  attention.kind = plan::ProgramEdit::Kind::kAttention;
-  attention.node = "o";
-  attention.module = "attn";
-  attention.attention = plan::Attention{};
-  attention.attention->mode = plan::AttentionMode::kRing;
-  attention.origin = plan::Origin{"plan.weft", 7, 3, false};
-  edits.edits.push_back(attention);
+  edits.edits.push_back(AttentionEditOfO(plan::AttentionMode::kRing));
   ExpectRefused([&] { AddLocalSizeEdits(b.p, edits); }, EditCheck::kMaskNotLaidOutWithKeys,
                 "program: the mask `m` of context-parallel attention `o` (module `` (rule at plan.weft:7:3)) varies "
                 "along the queries as well as the keys, and its s0 queries or s0 + s1 keys are not one split stream "
