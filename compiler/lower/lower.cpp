@@ -168,8 +168,10 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
     if (v != nullptr && !v->shape.empty()) bytes = OnBranches(bytes, v->shape.front(), b);
     s.cost.collectives.push_back(
         {plan::CollectiveOp::kAllGather, std::string(plan::kCpGroup), 1, plan::AllGatherBytes(bytes, cp)});
-    if (g.gather.uneven) {
-      // Per-rank lengths are exchanged first: one int64 from every rank.
+    if (g.gather.uneven || b.mesh.Uneven()) {
+      // Per-rank lengths are exchanged first: one int64 from every rank. Under an uneven mode the
+      // runner always does (ProgramEdit::uneven: another call's lengths may not divide), also
+      // where this workload's do.
       s.cost.collectives.push_back({plan::CollectiveOp::kAllGather, std::string(plan::kCpGroup), 1, 8 * (cp - 1)});
     }
   }
