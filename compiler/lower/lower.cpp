@@ -166,8 +166,17 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
     const model::Value* v = GatheredOutput(*w, s.module, g.gather);
     int64_t bytes = v != nullptr ? RunBytes(*v, elem_bytes) : 0;
     if (v != nullptr && !v->shape.empty()) bytes = OnBranches(bytes, v->shape.front(), b);
-    s.cost.collectives.push_back(
-        {plan::CollectiveOp::kAllGather, std::string(plan::kCpGroup), 1, plan::AllGatherBytes(bytes, cp)});
+    int64_t sent = plan::AllGatherBytes(bytes, cp);
+    // A length the CP group does not divide: the first rank holds the most (SplitSizes) and sends
+    // it to every other rank (its counters are the ones reported).
+    const int64_t dim = g.gather.dim;
+    if (v != nullptr && dim >= 0 && dim < static_cast<int64_t>(v->shape.size())) {
+      const int64_t length = v->shape[static_cast<size_t>(dim)];
+      if (length > 0 && length % cp != 0 && bytes != source::kSaturated) {
+        sent = source::SaturatingMul(bytes / length * plan::SplitSizes(length, cp)[0], cp - 1);
+      }
+    }
+    s.cost.collectives.push_back({plan::CollectiveOp::kAllGather, std::string(plan::kCpGroup), 1, sent});
     if (g.gather.uneven || b.mesh.Uneven()) {
       // Per-rank lengths are exchanged first: one int64 from every rank. Under an uneven mode the
       // runner always does (ProgramEdit::uneven: another call's lengths may not divide), also
