@@ -48,7 +48,7 @@ std::string Describe(const plan::Attention& a) {
   os << "attention " << plan::AttentionModeName(a.mode) << " (heads " << a.heads << " x " << a.head_dim << ", "
      << a.local_heads << " local + " << a.head_pad << " pad, ulysses " << a.ulysses << ", ring " << a.ring
      << ", rotate " << plan::RotateMethodName(a.rotate_method) << (a.convert_to_fp32 ? ", fp32 merge" : "")
-     << (a.uneven_sequence ? ", uneven" : "") << (a.pair_mask ? ", mask over (query, key) pairs" : "") << ", q "
+     << (a.uneven_sequence ? ", uneven" : "") << (a.pair_mask ? ", mask over (query, key) pairs" : "") << (a.linear ? ", linear (key sums all-reduced)" : "") << ", q "
      << a.q_len << ", kv " << a.kv_len << ")";
   return os.str();
 }
@@ -129,7 +129,9 @@ std::string Describe(const plan::ProgramEdit& e) {
       os << " dim " << e.dim << " rank " << e.rank << (e.uneven ? " (uneven)" : "") << " over " << e.group;
       break;
     case plan::ProgramEdit::Kind::kAttention: os << ": " << (e.attention ? Describe(*e.attention) : "no attention"); break;
-    case plan::ProgramEdit::Kind::kAllReduce: os << (e.bias.empty() ? "" : ", bias `" + e.bias + "` after the sum"); break;
+    case plan::ProgramEdit::Kind::kAllReduce:
+      os << (e.group == plan::kCpGroup ? ", over the CP group" : "") << (e.bias.empty() ? "" : ", bias `" + e.bias + "` after the sum");
+      break;
     case plan::ProgramEdit::Kind::kArgument:
       os << ": `" << e.argument << "`" << (e.element >= 0 ? "[" + std::to_string(e.element) + "]" : "") << " = " << e.new_value;
       break;

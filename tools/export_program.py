@@ -40,6 +40,7 @@ import functools
 import io
 import json
 import logging
+import math
 import os
 import re
 import sys
@@ -155,6 +156,28 @@ def _cogvideox_positional_embeddings(self, sample_height, sample_width, sample_f
     return torch.cat([text, table]).unsqueeze(0)
 
 
+def _omnigen_scaled_rope(self, hidden_states, position_ids):
+    """OmniGenSuScaledRotaryEmbedding.forward with its choice of frequency factors a select on the
+    tensor, not a Python branch on its value (which torch.export cannot trace): the long factors
+    where the largest position reaches past the original context, the short ones otherwise. cos and
+    sin of the first row's positions times those frequencies (each angle one product, as the
+    original's outer product computes it), scaled by sqrt(1 + log(scale) / log(original context))
+    when the context was extended."""
+    import torch
+    device = hidden_states.device
+    long_factors = torch.tensor(self.long_factor, dtype=torch.float32, device=device)
+    short_factors = torch.tensor(self.short_factor, dtype=torch.float32, device=device)
+    beyond = position_ids.max() + 1 > self.original_max_position_embeddings
+    factors = torch.where(beyond, long_factors, short_factors)
+    exponents = torch.arange(0, self.dim, 2, dtype=torch.int64, device=device).float() / self.dim
+    inv_freq = 1.0 / (factors * self.base ** exponents)
+    angles = position_ids[0].float()[:, None] * inv_freq[None, :]
+    emb = torch.cat((angles, angles), dim=-1)
+    scale = self.max_position_embeddings / self.original_max_position_embeddings
+    magnitude = 1.0 if scale <= 1.0 else math.sqrt(1 + math.log(scale) / math.log(self.original_max_position_embeddings))
+    return emb.cos() * magnitude, emb.sin() * magnitude
+
+
 def _uncached(module, cls, method):
     """The function under a functools.lru_cache method: the cache hashes its arguments, and a
     symbolic size is unhashable (`unhashable type: non-nested SymInt`)."""
@@ -168,6 +191,7 @@ METHOD_SHIMS = {
     ("diffusers.models.embeddings", "CogVideoXPatchEmbed", "_get_positional_embeddings"): _cogvideox_positional_embeddings,
     ("diffusers.models.transformers.transformer_nucleusmoe_image", "NucleusMoEEmbedRope", "_compute_video_freqs"):
         _uncached,
+    ("diffusers.models.transformers.transformer_omnigen", "OmniGenSuScaledRotaryEmbedding", "forward"): _omnigen_scaled_rope,
 }
 
 
@@ -617,6 +641,7 @@ def export(cls_name, cfg, kwargs, dtype, name, workloads, source, out_path):
                 raise SystemExit(trace_failure(cls_name, e) + "\n  (torch's own log of the trace: %s)" % torch_log.path)
         extra["bypassed"] = bypassed
     seconds = time.time() - start
+    serializable_rounding(ep)
     buf = io.BytesIO()
     try:
         torch.export.save(ep, buf)
@@ -626,6 +651,43 @@ def export(cls_name, cfg, kwargs, dtype, name, workloads, source, out_path):
             cls_name, type(e).__name__, first[:400]))
     strip_and_deflate(buf.getvalue(), out_path, extra)
     return ep, seconds
+
+
+def serializable_rounding(ep):
+    """Rewrites `math.ceil(x)` and `math.floor(x)` on a symbolic float, which torch.export traces but
+    cannot serialize (NucleusMoE's expert capacity, ceil(capacity_factor x tokens / experts)), into
+    the operators it can: floor(x) = int(x // 1), ceil(x) = int(-((-x) // 1)). Returns how many."""
+    import math
+    import operator
+    import torch
+    graph = ep.graph_module.graph
+    rewritten = 0
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target not in (math.ceil, math.floor) or len(node.args) != 1:
+            continue
+        x = node.args[0]
+        val = x.meta.get("val") if isinstance(x, torch.fx.Node) else x
+
+        def emit(target, args, value):
+            out = graph.call_function(target, args)
+            out.meta["val"] = value
+            return out
+
+        with graph.inserting_before(node):
+            if node.target is math.floor:
+                floored = emit(operator.floordiv, (x, 1), val // 1)
+                result = emit(torch.sym_int, (floored,), torch.sym_int(val // 1))
+            else:
+                negated = emit(operator.neg, (x,), -val)
+                floored = emit(operator.floordiv, (negated, 1), (-val) // 1)
+                back = emit(operator.neg, (floored,), -((-val) // 1))
+                result = emit(torch.sym_int, (back,), torch.sym_int(-((-val) // 1)))
+        node.replace_all_uses_with(result)
+        graph.erase_node(node)
+        rewritten += 1
+    if rewritten:
+        ep.graph_module.recompile()
+    return rewritten
 
 
 class _TorchLog:

@@ -78,6 +78,7 @@ Row RowOf(const plan::ModuleStep& s) {
     if (a.head_pad) o << "+" << a.head_pad;
     o << " q" << a.q_len << " kv" << a.kv_len;
     if (a.pair_mask) o << " pair-mask";
+    if (a.linear) o << " linear (key sums all-reduced over cp)";
     r.attention = o.str();
   }
   if (s.tp) {

@@ -155,6 +155,11 @@ struct Attention {
   // packed samples): each rank applies the rows of its queries and the columns of each key block
   // (runtime/attention CpAttentionOptions::pair_mask); nothing of it moves. Set on programs.
   bool pair_mask = false;
+  // A linear attention (softmax-free: Sana's ReLU kernel, V^T K summed over the keys, then times
+  // Q): each rank sums over its split of the keys and the sums are all-reduced over the CP group
+  // (a program's kAllReduce edit, group cp); no query, key or value moves, whatever the mode says
+  // of the axes. Set on programs.
+  bool linear = false;
   Origin origin;
 };
 
@@ -269,14 +274,15 @@ struct ProgramEdit {
     kGather,     // `value` all-gathered along `dim` over the CP group right after it is produced
     kAttention,  // `node`, a scaled_dot_product_attention, runs as `attention`
     kAllReduce,  // `value`, a rowwise Linear's output (`node`), summed over the tp group; its bias
-                 // (parameter value `bias`, "" = none) added once, after the sum
+                 // (parameter value `bias`, "" = none) added once, after the sum. With `group` cp:
+                 // a matmul's partial sums over split keys (a linear attention), summed over the CP group
     kArgument,   // argument `argument` of `node`, element `element` (-1 = the argument), becomes
                  // `new_value` (a head count of a reshape under tensor parallelism)
     kNormStats,  // `node` (an RMS norm over a tp-sharded width) takes its statistics over the tp group;
                  // `new_value` is the full normalized width
   };
   Kind kind = Kind::kSplit;
-  std::string group = std::string(kCpGroup);  // kSplit, kGather: kCpGroup or kCfgAxis
+  std::string group = std::string(kCpGroup);  // kSplit, kGather: kCpGroup or kCfgAxis; kAllReduce: kTpAxis or kCpGroup
   std::string value;
   std::string node;
   std::string scope;

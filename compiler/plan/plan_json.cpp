@@ -83,6 +83,7 @@ J AttentionJson(const Attention& a) {
   j["q_len"] = a.q_len;
   j["kv_len"] = a.kv_len;
   if (a.pair_mask) j["pair_mask"] = true;  // written only when set: plans without one keep their hash
+  if (a.linear) j["linear"] = true;
   j["origin"] = OriginJson<J>(a.origin);
   return j;
 }
@@ -171,7 +172,11 @@ J EditJson(const ProgramEdit& e) {
     j["new_value"] = e.new_value;
   }
   if (e.kind == ProgramEdit::Kind::kAttention && e.uneven) j["uneven"] = true;
-  if (e.kind == ProgramEdit::Kind::kAllReduce) j["bias"] = e.bias;
+  if (e.kind == ProgramEdit::Kind::kAllReduce) {
+    j["bias"] = e.bias;
+    // A rowwise Linear's sum is over tp (the group left out); a linear attention's over the CP group.
+    if (e.group != kTpAxis) j["group"] = e.group;
+  }
   if (e.kind == ProgramEdit::Kind::kNormStats) j["new_value"] = e.new_value;
   if (e.attention) j["attention"] = AttentionJson<J>(*e.attention);
   j["module"] = e.module;
@@ -419,7 +424,7 @@ class Reader {
 void ReadAttention(Reader& r, const OJson& x, const std::string& xp, Attention& a) {
   if (!r.Object(x, xp)) return;
   r.Keys(x, xp, {"mode", "heads", "head_dim", "local_heads", "head_pad", "ulysses", "ring", "uneven_sequence",
-                 "rotate_method", "convert_to_fp32", "q_len", "kv_len", "pair_mask", "origin"});
+                 "rotate_method", "convert_to_fp32", "q_len", "kv_len", "pair_mask", "linear", "origin"});
   r.Enum(x, "mode", xp, a.mode, ParseAttentionMode, "`local`, `ulysses`, `ring` or `usp`");
   r.Int(x, "heads", xp, a.heads);
   r.Int(x, "head_dim", xp, a.head_dim);
@@ -433,6 +438,7 @@ void ReadAttention(Reader& r, const OJson& x, const std::string& xp, Attention& 
   r.Int(x, "q_len", xp, a.q_len);
   r.Int(x, "kv_len", xp, a.kv_len);
   if (x.contains("pair_mask")) r.Bool(x, "pair_mask", xp, a.pair_mask);
+  if (x.contains("linear")) r.Bool(x, "linear", xp, a.linear);
   r.ReadOrigin(x, xp, a.origin);
 }
 
@@ -461,6 +467,7 @@ void ReadProgram(Reader& r, const OJson& j, ProgramEdits& out) {
     r.Int(e, "rank", ep, edit.rank, false);
     r.Bool(e, "uneven", ep, edit.uneven, false);
     r.Group(e, ep, edit.group);
+    if (edit.kind == ProgramEdit::Kind::kAllReduce && !e.contains("group")) edit.group = std::string(kTpAxis);
     r.Str(e, "argument", ep, edit.argument, false);
     r.Int(e, "element", ep, edit.element, false);
     r.Int(e, "new_value", ep, edit.new_value, false);
@@ -951,7 +958,7 @@ std::string DumpPlan(const ExecutionPlan& p) {
       if (a.mode == AttentionMode::kRing || a.mode == AttentionMode::kUsp) {
         out << " rotate=" << RotateMethodName(a.rotate_method) << (a.convert_to_fp32 ? " fp32" : "");
       }
-      out << (a.uneven_sequence ? " uneven" : "") << (a.pair_mask ? " pair-mask" : "") << "  @ " << a.origin.ToString() << "\n";
+      out << (a.uneven_sequence ? " uneven" : "") << (a.pair_mask ? " pair-mask" : "") << (a.linear ? " linear" : "") << "  @ " << a.origin.ToString() << "\n";
     }
     if (s.tp) {
       const TensorParallel& t = *s.tp;

@@ -200,6 +200,9 @@ Bindings Bindings::Bind(const Program& program, const std::vector<InputDesc>& in
   };
   for (const InputDesc& d : inputs) {
     if (std::find(keys.begin(), keys.end(), d.name) != keys.end()) continue;
+    // An empty list or dict holds nothing the program could take: torch.export keeps no input for
+    // it (OmniGen's `input_img_latents=[]` of a text-to-image call).
+    if (!d.tensor && (d.value_json == "[]" || d.value_json == "{}")) continue;
     std::string elements;
     for (const FlatInput& f : flat) {
       if (f.arg == d.name && f.key != f.arg) elements += (elements.empty() ? "" : ", ") + f.key;

@@ -513,7 +513,20 @@ class LocalSizes {
       }
     }
     const std::string rows = canonical_.Of(meta.sizes[2]), cols = canonical_.Of(meta.sizes[3]);
-    if (!all_lengths_.count(rows) || !all_lengths_.count(cols)) {
+    // A mask given as an input has sizes of its own symbol (OmniGen's (B, S, S) attention_mask over
+    // cat(text, time, image) that its layers attend as one sequence): it is laid out as the
+    // queries (keys) when those are one split stream and it is as long as they are at the export's
+    // example; the kernels check at run time that it holds every rank's queries and keys.
+    auto laid_out_as = [&](const std::string& length, const SymInt& size, const char* operand) {
+      if (all_lengths_.count(length)) return true;
+      const TensorMeta* m = nullptr;
+      for (const NamedArgument& in : n.inputs) {
+        if (in.name == operand && in.arg.kind == Argument::Kind::kTensor) m = p_.FindTensor(in.arg.name);
+      }
+      return m != nullptr && m->sizes.size() == 4 && all_lengths_.count(canonical_.Of(m->sizes[2])) > 0 &&
+             m->sizes[2].value == size.value;
+    };
+    if (!laid_out_as(rows, meta.sizes[2], "query") || !laid_out_as(cols, meta.sizes[3], "key")) {
       throw refuse("and its " + rows + " queries or " + cols + " keys are not one split stream each (a joint sequence "
                    "of several streams lays the ranks' pieces out in another order than the mask's)");
     }

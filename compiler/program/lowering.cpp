@@ -11,6 +11,7 @@
 #include "compiler/program/local_sizes.h"
 #include "compiler/program/plan_edit_error.h"
 #include "compiler/program/shard_flow.h"
+#include "compiler/source/checked_math.h"
 
 namespace weft::program {
 namespace {
@@ -154,6 +155,22 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
   std::set<std::string> paired;                   // a whole mask over (query, key) pairs: nothing moves
   std::map<std::string, const Node*> nodes;
   for (const Node& n : p.nodes) nodes[n.name] = &n;
+  // Sums over split keys (linear attention), all-reduced over the CP group: by module, what each
+  // all-reduce moves (the counters' 2 (n - 1) / n of the tensor, as for any all-reduce).
+  std::map<std::string, std::vector<plan::Collective>> key_sums;
+  const int64_t cp = plan.mesh.Cp();
+  for (const plan::ProgramEdit& e : plan.program->edits) {
+    if (e.kind != plan::ProgramEdit::Kind::kAllReduce || e.group != plan::kCpGroup || cp <= 1) continue;
+    const TensorMeta* meta = p.FindTensor(e.value);
+    int64_t bytes = meta != nullptr ? ScalarTypeBytes(meta->dtype) : 0;
+    for (size_t d = 0; meta != nullptr && d < meta->sizes.size(); ++d) {
+      // Its batch (dim 0) is this cfg rank's branches when guidance runs apart.
+      const int64_t size = d == 0 ? plan::FirstCfgRankBatch(plan, meta->sizes[0].value) : meta->sizes[d].value;
+      bytes = source::SaturatingMul(bytes, size);
+    }
+    plan::AddCollective(key_sums[e.module], {plan::CollectiveOp::kAllReduce, std::string(plan::kCpGroup), 1,
+                                             source::SaturatingMul(bytes, 2 * (cp - 1)) / cp});
+  }
   for (const plan::ProgramEdit& e : plan.program->edits) {
     if (e.kind != plan::ProgramEdit::Kind::kAttention) continue;
     sites.insert(e.module);
@@ -175,7 +192,40 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
   const model::Workload* w = graph.FindWorkload(plan.workload.name);
   bool changed = false;
   for (plan::ModuleStep& s : plan.steps) {
-    if (!s.attention || s.attention->mode == plan::AttentionMode::kLocal) continue;
+    auto sums = key_sums.find(s.module);
+    if (sums == key_sums.end()) continue;
+    // A linear attention moves none of the axes' Q/K/V exchanges the graph view priced, only its sums.
+    std::vector<plan::Collective>& c = s.cost.collectives;
+    c.erase(std::remove_if(c.begin(), c.end(),
+                           [](const plan::Collective& x) { return x.axis == plan::kRingAxis || x.axis == plan::kUlyssesAxis; }),
+            c.end());
+    for (const plan::Collective& x : sums->second) plan::AddCollective(c, plan::PerCall(x, s.calls));
+    if (!s.attention) {
+      // No attention site of the graph view (it traces SDPA): the step's attention is this one,
+      // sized from the sums ((B, H, D', D)) and the split of its tokens.
+      plan::Attention a;
+      a.ulysses = plan.mesh.Ulysses();
+      a.ring = plan.mesh.Ring();
+      a.mode = a.ring > 1 ? (a.ulysses > 1 ? plan::AttentionMode::kUsp : plan::AttentionMode::kRing) : plan::AttentionMode::kUlysses;
+      for (const plan::ProgramEdit& e : plan.program->edits) {
+        const TensorMeta* meta = p.FindTensor(e.value);
+        if (meta == nullptr || e.module != s.module) continue;
+        if (e.kind == plan::ProgramEdit::Kind::kAllReduce && meta->sizes.size() == 4) {
+          a.heads = a.local_heads = meta->sizes[1].value;
+          a.head_dim = meta->sizes[3].value;
+        }
+        if (e.kind == plan::ProgramEdit::Kind::kSplit && e.group == plan::kCpGroup && e.dim < static_cast<int64_t>(meta->sizes.size())) {
+          a.q_len = a.kv_len = meta->sizes[static_cast<size_t>(e.dim)].value;
+          a.origin = e.origin;
+        }
+      }
+      s.attention = a;
+    }
+    if (!sites.count(s.module)) s.attention->linear = true;
+    changed = true;
+  }
+  for (plan::ModuleStep& s : plan.steps) {
+    if (!s.attention || s.attention->mode == plan::AttentionMode::kLocal || s.attention->linear) continue;
     std::vector<plan::Collective>& c = s.cost.collectives;
     if (!sites.count(s.module)) {
       s.attention->mode = plan::AttentionMode::kLocal;

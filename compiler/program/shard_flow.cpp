@@ -625,6 +625,7 @@ class ShardFlow {
         in.size() == 1 && TensorArg(n, "self") == in[0].first) {
       return;
     }
+    if (OneOf(t, {"matmul.default", "bmm.default"})) return Matmul(n);
     if (in.size() > 1 && !OneOf(t, {"cat.default", "concat.default", "stack.default", "scaled_dot_product_attention.default",
                                      "rms_norm.default"})) {
       Refuse(EditCheck::kTpUnsupportedOperator, n, in[1].first, in[1].second, "reads two sharded tensors");
@@ -744,6 +745,18 @@ class ShardFlow {
       }
       return Set(out, d, s.blocks, s.rule);
     }
+    if (OneOf(t, {"pad.default", "constant_pad_nd.default"})) {
+      // `pad` lists (before, after) pairs from the last dim backwards: padding any other dim keeps
+      // the sharding (Sana's linear attention pads its values with a row of ones, along the
+      // features); padding the sharded dim would add positions to every rank's part.
+      const std::vector<int64_t> pad = IntsArg(n, "pad");
+      const int64_t from_end = rank - 1 - s.dim;
+      if (2 * from_end + 1 < static_cast<int64_t>(pad.size()) &&
+          (pad[static_cast<size_t>(2 * from_end)] != 0 || pad[static_cast<size_t>(2 * from_end + 1)] != 0)) {
+        Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it pads the sharded dim");
+      }
+      return Set(out, s.dim, s.blocks, s.rule);
+    }
     if (OneOf(t, {"conv1d.default", "conv2d.default", "conv3d.default", "convolution.default"})) {
       // Each sample apart (N, C, ...): a sharding of the batch passes; channels and the spatial
       // dims are mixed by the kernel.
@@ -783,6 +796,64 @@ class ShardFlow {
     return Set(out, ss->dim < k ? ss->dim : ss->dim - 1 + Rank(idx), ss->blocks, ss->rule);
   }
 
+  // matmul / bmm of a (..., M, K) and b (..., K, N). A sharding of M (a's rows) or of N (b's
+  // columns) carries into the output's; one of a batch dim must be on both operands alike (or b
+  // has no batch dims and broadcasts). K sharded on both alike -- a linear attention's sum over
+  // the keys, Sana's V^T K with the tokens split -- gives each rank a partial sum: on a
+  // context-parallel split the compiler sums the parts over the CP group right after the node
+  // (kAllReduce, group cp) and the output is whole; under tp or cfg it is refused.
+  void Matmul(const Node& n) {
+    const std::string a = TensorArg(n, "self");
+    const std::string b = TensorArg(n, n.target == "torch.ops.aten.bmm.default" ? "mat2" : "other");
+    const std::string out = Outputs(n).empty() ? std::string() : Outputs(n)[0];
+    const Sharding* sa = Find(a);
+    const Sharding* sb = Find(b);
+    const int64_t ra = Rank(a), rb = Rank(b), ro = Rank(out);
+    if (ra < 2 || rb < 2) {
+      const Sharding& s = sa != nullptr ? *sa : *sb;
+      Refuse(EditCheck::kTpUnsupportedOperator, n, sa != nullptr ? a : b, s, "a matrix-vector product (an operand of one dim)");
+    }
+    const bool a_contracts = sa != nullptr && sa->dim == ra - 1;
+    const bool b_contracts = sb != nullptr && sb->dim == rb - 2;
+    if (a_contracts || b_contracts) {
+      if (!(a_contracts && b_contracts) || sa->blocks != sb->blocks) {
+        const bool blame_a = sa != nullptr && a_contracts;
+        Refuse(EditCheck::kTpReducesShardedDim, n, blame_a ? a : b, blame_a ? *sa : *sb,
+               "it contracts the sharded dim against an operand not sharded alike along it");
+      }
+      if (axis_ != Axis::kCp) {
+        Refuse(EditCheck::kTpReducesShardedDim, n, a, *sa, "it contracts the sharded dim (a sum over it)");
+      }
+      plan::ProgramEdit e;
+      e.kind = Kind::kAllReduce;
+      e.group = std::string(plan::kCpGroup);
+      e.node = n.name;
+      e.value = out;
+      Edit(std::move(e), sa->rule);
+      return;  // whole after the sum
+    }
+    if (sa != nullptr && sa->dim == ra - 2) {
+      if (sb != nullptr) Refuse(EditCheck::kTpUnsupportedOperator, n, b, *sb, "both operands are sharded (rows of one, another dim of the other)");
+      return Set(out, ro - 2, sa->blocks, sa->rule);
+    }
+    if (sb != nullptr && sb->dim == rb - 1) {
+      if (sa != nullptr) Refuse(EditCheck::kTpUnsupportedOperator, n, a, *sa, "both operands are sharded (columns of one, another dim of the other)");
+      return Set(out, ro - 1, sb->blocks, sb->rule);
+    }
+    // A batch dim: both alike (counted from the end), or b without batch dims.
+    const Sharding& s = sa != nullptr ? *sa : *sb;
+    const std::string& v = sa != nullptr ? a : b;
+    const int64_t from_end = (sa != nullptr ? ra : rb) - s.dim;
+    const Sharding* other = sa != nullptr ? sb : sa;
+    const int64_t other_rank = sa != nullptr ? rb : ra;
+    const bool alike = other != nullptr && other_rank - other->dim == from_end && other->blocks == s.blocks;
+    const bool broadcast = other == nullptr && (sa != nullptr ? rb == 2 : ra == 2);
+    if (!alike && !broadcast) {
+      Refuse(EditCheck::kTpColwiseEscapes, n, v, s, "a batched matmul reads the other operand whole along the sharded batch dim");
+    }
+    return Set(out, ro - from_end, s.blocks, s.rule);
+  }
+
   void Linear(const Node& n) {
     const std::string input = TensorArg(n, "input"), weight = TensorArg(n, "weight"), bias = TensorArg(n, "bias");
     const std::string out = Outputs(n).empty() ? std::string() : Outputs(n)[0];
@@ -812,6 +883,7 @@ class ShardFlow {
       if (b != nullptr) Refuse(EditCheck::kTpRowwiseInputNotSharded, n, bias, *b, "a rowwise Linear's bias must be whole (it is added once, after the sum)");
       plan::ProgramEdit e;
       e.kind = Kind::kAllReduce;
+      e.group = std::string(plan::kTpAxis);
       e.node = n.name;
       e.value = out;
       e.bias = bias;
@@ -1250,6 +1322,17 @@ class ShardFlow {
     }();
     for (int64_t d : dims) {
       d = Norm(d, rank);
+      if (d == s.dim && axis_ == Axis::kCp && n.target == "torch.ops.aten.sum.dim_IntList") {
+        // A sum over split tokens (SanaVideo's linear attention normalizes by its keys' sum): each
+        // rank sums its part, the parts are summed over the CP group, and the result is whole.
+        plan::ProgramEdit e;
+        e.kind = Kind::kAllReduce;
+        e.group = std::string(plan::kCpGroup);
+        e.node = n.name;
+        e.value = Outputs(n).empty() ? std::string() : Outputs(n)[0];
+        Edit(std::move(e), s.rule);
+        return;
+      }
       if (d == s.dim) Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it reduces over the sharded dim");
       if (d < s.dim) ++removed;
     }

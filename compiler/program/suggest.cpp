@@ -336,7 +336,46 @@ class Suggester {
     std::string q_len, k_len;
     int64_t heads = 0;
     bool self = false;
+    int64_t q_token_dim = 2;  // SDPA's (B, H, S, D); a linear attention's queries are (B, H, D, S)
+    std::string what;         // for the rules' comments
   };
+
+  // A linear attention (Sana's ReLU kernel): `scores = V @ K` sums over the keys (V: (B, H, D', S),
+  // K: (B, H, S, D)), then `out = scores @ Q` (Q: (B, H, D, S)), with no softmax between. Its
+  // tokens can be split: the key sums are all-reduced over the CP group (shard_flow.h). Used for
+  // the attention islands only.
+  void FindLinearAttention() {
+    for (size_t i = 0; i < p_.nodes.size(); ++i) {
+      const Node& n = p_.nodes[i];
+      if (!Is(n, {"matmul.default"})) continue;
+      const Node* scores = Producer(TensorInput(n, "self"));
+      if (scores == nullptr || !Is(*scores, {"matmul.default"})) continue;
+      Site site;
+      site.node = i;
+      site.module = AttentionModule(n);
+      site.q = TensorInput(n, "other");
+      site.k = TensorInput(*scores, "other");
+      site.v = TensorInput(*scores, "self");
+      const std::vector<std::string> outs = OutputsOf(n);
+      site.out = outs.empty() ? "" : outs[0];
+      const TensorMeta* q = Meta(site.q);
+      const TensorMeta* k = Meta(site.k);
+      const TensorMeta* v = Meta(site.v);
+      if (q == nullptr || k == nullptr || v == nullptr || q->sizes.size() != 4 || k->sizes.size() != 4 ||
+          v->sizes.size() != 4 || !q->sizes[3].symbolic) {
+        continue;
+      }
+      site.q_token_dim = 3;
+      site.q_len = Key(q->sizes[3]);
+      site.k_len = Key(k->sizes[2]);
+      if (Key(v->sizes[3]) != site.k_len) continue;  // the sum runs over the keys' tokens
+      site.heads = q->sizes[1].symbolic ? 0 : q->sizes[1].value;
+      site.self = site.q_len == site.k_len;
+      site.what = "linear attention (nodes `" + scores->name + "`, `" + n.name + "`: key sums all-reduced over cp, " +
+                  std::to_string(site.heads) + " heads)";
+      linear_sites_.push_back(std::move(site));
+    }
+  }
 
   std::string AttentionModule(const Node& n) const {
     const std::string owner = AttentionOwner(p_, n);
@@ -399,12 +438,13 @@ class Suggester {
       }
       sites_.push_back(std::move(site));
     }
-    if (sites_.empty()) {
+    FindLinearAttention();
+    if (sites_.empty() && linear_sites_.empty()) {
       throw SuggestError(p_.Where() + ": the program has no scaled_dot_product_attention node, so there is no "
                          "sequence to run context-parallel and no heads to shard; weft suggest proposes plans for "
                          "transformers whose attention torch.export kept as one node");
     }
-    if (tokens_.empty()) {
+    if (tokens_.empty() && std::none_of(linear_sites_.begin(), linear_sites_.end(), [](const Site& x) { return x.self; })) {
       std::string inputs;
       const std::vector<CallValues> root = ModuleCallValues(p_, "");
       for (const auto& [name, leaves] : root.empty() ? std::vector<std::pair<std::string, std::vector<std::string>>>{}
@@ -682,35 +722,53 @@ class Suggester {
   // ---- Attention islands ---------------------------------------------------------------------
   void Islands() {
     std::set<std::string> done;
-    for (const Site& x : sites_) {
+    std::vector<Site> all = sites_;
+    all.insert(all.end(), linear_sites_.begin(), linear_sites_.end());
+    for (const Site& x : all) {
       if (!x.self || x.module.empty()) continue;
       const std::string glob = GlobOfPath(x.module);
       if (!done.insert(glob).second) continue;
       const std::vector<CallValues> calls = ModuleCallValues(p_, x.module);
       if (calls.empty()) continue;
-      const std::string why = "around the self-attention `" + glob + "` only: split where it is called, gathered "
-                              "where it returns (no split flows through the model to it)";
+      const std::string why = std::string(x.q_token_dim == 2 ? "around the self-attention `" : "around the linear attention `") +
+                              glob + "` only: split where it is called, gathered where it returns (no split flows "
+                              "through the model to it)" + (x.q_token_dim == 2 ? "" : "; its key sums are all-reduced over cp");
       // A token dim: one the walk knows as tokens, or else a symbolic one as long as the queries
       // at the example (Helios's RoPE of history + chunk, built from other symbols). Splitting it
       // alike is exact wherever it meets the tokens elementwise; anything else it meets, the
       // checks refuse.
       const TensorMeta* q = Meta(x.q);
-      const int64_t q_length = q != nullptr && q->sizes.size() == 4 ? q->sizes[2].value : -1;
+      const int64_t q_length = q != nullptr && q->sizes.size() == 4 ? q->sizes[static_cast<size_t>(x.q_token_dim)].value : -1;
       auto token_dim = [&](const std::string& v) -> int64_t {
         for (int64_t d = 0; d < Rank(v); ++d) {
           if (tokens_.count(DimKey(v, d))) return d;
         }
         const TensorMeta* m = Meta(v);
-        for (int64_t d = 1; m != nullptr && d < Rank(v); ++d) {
+        // Dim 0 too where it is not the batch: a table of one row per token (OmniGen's RoPE cos
+        // and sin, (S, D)).
+        const bool batch_led = m != nullptr && !m->sizes.empty() && Key(m->sizes[0]) == batch_key_;
+        for (int64_t d = batch_led ? 1 : 0; m != nullptr && d < Rank(v); ++d) {
           const SymInt& size = m->sizes[static_cast<size_t>(d)];
           if (size.symbolic && size.value == q_length) return d;
         }
         return -1;
       };
       std::vector<TokenSource> splits;
+      std::set<std::string> split_values;
       for (const auto& [name, v] : NamedTensors(calls[0])) {
         const int64_t d = token_dim(v);
         if (d < 0) continue;
+        // One value passed as two arguments (OmniGen's self-attention gets its hidden states as
+        // `encoder_hidden_states` too) is split once.
+        if (!split_values.insert(v).second) continue;
+        // A mask over (query, key) pairs -- the tokens along two dims -- stays whole: each rank
+        // applies its rows of it.
+        const TensorMeta* m = Meta(v);
+        int64_t token_dims = 0;
+        for (int64_t e = 0; m != nullptr && e < Rank(v); ++e) {
+          token_dims += m->sizes[static_cast<size_t>(e)].symbolic && m->sizes[static_cast<size_t>(e)].value == q_length ? 1 : 0;
+        }
+        if (token_dims > 1) continue;
         TokenSource t;
         t.at.push_back({glob, name, -1, d, Rank(v), TokenWhy(v, d, "`" + name + "` of `" + x.module + "`") + "; " + why});
         splits.push_back(std::move(t));
@@ -726,8 +784,12 @@ class Suggester {
       if (splits.empty() || gathers.empty()) continue;
       for (TokenSource& t : splits) s_.island_sources.push_back(std::move(t));
       for (SuggestedGather& g : gathers) s_.island_gathers.push_back(std::move(g));
-      s_.island_attention.push_back({glob, true, "self-attention over the tokens split around it (node `" +
-                                                     p_.nodes[x.node].name + "`, " + std::to_string(x.heads) + " heads)"});
+      // A linear attention is no attention site of the graph view (no SDPA): its splits and
+      // gathers are all it takes, the compiler finds its key sums.
+      if (x.q_token_dim == 2) {
+        s_.island_attention.push_back({glob, true, "self-attention over the tokens split around it (node `" +
+                                                       p_.nodes[x.node].name + "`, " + std::to_string(x.heads) + " heads)"});
+      }
     }
   }
 
@@ -1122,6 +1184,7 @@ class Suggester {
   std::unordered_map<std::string, std::string> param_of_;
   std::unordered_set<std::string> leaf_modules_;
   std::vector<Site> sites_;
+  std::vector<Site> linear_sites_;  // FindLinearAttention: for the islands only
   std::set<std::string> tokens_;
   std::map<std::string, std::set<std::string>> terms_;  // a joint length -> its streams
   std::string batch_key_, batch_site_;

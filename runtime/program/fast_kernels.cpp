@@ -15,7 +15,8 @@ namespace {
 // remade when a different weight tensor arrives (a shard, a reload) or the weight is written. A
 // weight the forward computes (WanAnimate's motion encoder scales its weights on every call) is an
 // inference tensor, new each call and without the version counter a packed copy is checked
-// against: it runs on at::linear.
+// against: it runs on at::linear. So does an empty one (NucleusMoE's tiny config has a Linear of
+// 0 output features), which oneDNN has no primitive for.
 class PackedLinear final : public FastKernel {
  public:
   void Run(std::vector<c10::IValue>& stack, std::vector<c10::IValue>&) override {
@@ -25,7 +26,7 @@ class PackedLinear final : public FastKernel {
     if (!stack[2].isNone()) b = stack[2].toTensor();
     at::Tensor out;
     if (x.is_cpu() && x.scalar_type() == at::kFloat && w.scalar_type() == at::kFloat && w.dim() == 2 &&
-        !w.is_inference() && (!b || b->scalar_type() == at::kFloat) && nn::FusedKernelsEnabled()) {
+        w.numel() > 0 && x.numel() > 0 && !w.is_inference() && (!b || b->scalar_type() == at::kFloat) && nn::FusedKernelsEnabled()) {
       if (!holder_ || holder_->in_features() != w.size(1) || holder_->out_features() != w.size(0)) {
         holder_ = std::make_unique<nn::Linear>(w.size(1), w.size(0), b.has_value());
       }

@@ -42,7 +42,7 @@ struct Source {
 // Python-level operators on symbolic values (`_operator.mul`, `torch.sym_max` ...).
 enum class PyOp : uint8_t {
   kAdd, kSub, kMul, kFloorDiv, kTrueDiv, kMod, kPow, kNeg, kEq, kNe, kLt, kLe, kGt, kGe, kAnd, kOr, kNot,
-  kMax, kMin, kFloat, kInt, kSqrt, kIte,
+  kMax, kMin, kFloat, kInt, kFloor, kCeil, kSqrt, kIte,
 };
 
 }  // namespace
@@ -130,7 +130,7 @@ std::optional<PyOp> PyOpOf(const std::string& target) {
       {"_operator.or_", PyOp::kOr}, {"torch.sym_not", PyOp::kNot}, {"torch.sym_max", PyOp::kMax},
       {"torch.sym_min", PyOp::kMin}, {"torch.sym_float", PyOp::kFloat}, {"torch.sym_int", PyOp::kInt},
       {"torch._sym_sqrt", PyOp::kSqrt}, {"math.sqrt", PyOp::kSqrt}, {"torch.sym_ite", PyOp::kIte},
-      {"math.floor", PyOp::kInt}, {"math.trunc", PyOp::kInt},
+      {"math.floor", PyOp::kFloor}, {"math.ceil", PyOp::kCeil}, {"math.trunc", PyOp::kInt},
   };
   auto it = ops.find(target);
   if (it == ops.end()) return std::nullopt;
@@ -450,6 +450,8 @@ c10::IValue PyApply(PyOp op, const std::vector<c10::IValue>& v) {
     case PyOp::kMin: return arith([](int64_t a, int64_t b) { return std::min(a, b); }, [](double a, double b) { return std::min(a, b); });
     case PyOp::kFloat: return as_double(v[0]);
     case PyOp::kInt: return static_cast<int64_t>(any_float ? std::trunc(as_double(v[0])) : as_int(v[0]));
+    case PyOp::kFloor: return static_cast<int64_t>(any_float ? std::floor(as_double(v[0])) : as_int(v[0]));
+    case PyOp::kCeil: return static_cast<int64_t>(any_float ? std::ceil(as_double(v[0])) : as_int(v[0]));
     case PyOp::kSqrt: return std::sqrt(as_double(v[0]));
     case PyOp::kIte: return as_int(v[0]) != 0 ? v[1] : v[2];
   }

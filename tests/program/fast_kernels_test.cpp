@@ -39,5 +39,26 @@ TEST(FastKernels, LinearOnAComputedWeightUnderInferenceMode) {
   EXPECT_TRUE(at::allclose(stack[0].toTensor(), at::linear(x, param, bias), 1e-5, 1e-5));
 }
 
+// A Linear of no output features (NucleusMoE's tiny config has one), or on no rows: oneDNN has no
+// primitive for either; the kernel runs at::linear and gives its empty result.
+TEST(FastKernels, LinearOfNoFeaturesOrNoRows) {
+  program::Program p;
+  program::Node node;
+  node.target = "torch.ops.aten.linear.default";
+  FastKernelContext ctx{p, node, c10::Device(c10::kCPU), [](const std::string&) { return 0; }};
+  std::unique_ptr<FastKernel> kernel = MakeFastKernel(ctx);
+  if (kernel == nullptr) GTEST_SKIP() << "this LibTorch has no oneDNN linear";
+  for (const auto& [x_shape, w_shape] : {std::pair<std::vector<int64_t>, std::vector<int64_t>>{{2, 16, 32}, {0, 32}},
+                                        {{0, 32}, {8, 32}}}) {
+    std::vector<c10::IValue> stack{at::randn(x_shape), at::randn(w_shape), c10::IValue()};
+    std::vector<c10::IValue> frame;
+    kernel->Run(stack, frame);
+    ASSERT_EQ(stack.size(), 1u);
+    std::vector<int64_t> expected(x_shape.begin(), x_shape.end() - 1);
+    expected.push_back(w_shape[0]);
+    EXPECT_EQ(stack[0].toTensor().sizes().vec(), expected);
+  }
+}
+
 }  // namespace
 }  // namespace weft::interp

@@ -468,8 +468,14 @@ def _(c, g):
     import torch
     T, n = 12, 16
     S = T + 1 + n  # text, the time token, the image
+    # OmniGen's pipeline mask: causal over the text, the time token and the image see every token;
+    # the second sample's text is left-padded by 3 (those keys masked for every query).
+    mask = torch.ones(S, S).tril()
+    mask[T:, :] = 1.0
+    mask = mask.repeat(B, 1, 1)
+    mask[1, :, :3] = 0.0
     return dict(hidden_states=g.f(B, 4, 8, 8), timestep=g.t(1.0), input_ids=g.ints(B, T, high=64) + 1,
-                input_img_latents=[], input_image_sizes={}, attention_mask=torch.ones(B, S, S),
+                input_img_latents=[], input_image_sizes={}, attention_mask=mask,
                 position_ids=torch.arange(S).unsqueeze(0).expand(B, -1).contiguous())
 
 

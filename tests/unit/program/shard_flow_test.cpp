@@ -191,6 +191,63 @@ TEST(ShardFlow, LocalAttentionOverSplitKeys) {
       "rule for the root (rule at plan.weft:5:5)");
 }
 
+// A linear attention's key sums (Sana: V^T K summed over the tokens): `x` (2 tokens, 8 features)
+// split along its tokens, s = t(x) @ x contracts them on both sides alike, so each rank holds a
+// partial sum; the walk appends an all-reduce over the CP group right after the matmul, and the
+// sum is whole (it may reach the output ungathered). o = x @ s keeps x's split rows.
+TEST(ShardFlow, SumOverSplitTokensIsAllReducedOverTheCpGroup) {
+  Builder b;
+  b.Add("xt", "t.default", {In("self", Tensor("x"))}, {8, 2});
+  b.Add("s", "matmul.default", {In("self", Tensor("xt")), In("other", Tensor("x"))}, {8, 8});
+  b.Add("o", "matmul.default", {In("self", Tensor("x")), In("other", Tensor("s"))}, {2, 8});
+  b.Output("s");
+  b.Output("o");
+  plan::ProgramEdits edits = SplitX(0);
+  plan::ProgramEdit gather;
+  gather.kind = plan::ProgramEdit::Kind::kGather;
+  gather.value = "o";
+  gather.dim = 0;
+  gather.rank = 2;
+  gather.origin = plan::Origin{"plan.weft", 7, 3, false};
+  edits.edits.push_back(gather);
+  const size_t before = edits.edits.size();
+  AddSplitDataflowEdits(Mesh(plan::kUlyssesAxis), b.p, edits);
+  ASSERT_EQ(edits.edits.size(), before + 1);
+  const plan::ProgramEdit& sum = edits.edits.back();
+  EXPECT_EQ(sum.kind, plan::ProgramEdit::Kind::kAllReduce);
+  EXPECT_EQ(sum.group, plan::kCpGroup);
+  EXPECT_EQ(sum.node, "s");
+  EXPECT_EQ(sum.value, "s");
+  EXPECT_EQ(sum.bias, "");
+  EXPECT_EQ(sum.origin.line, 5);  // the split's rule
+}
+
+// The same contraction against an operand that is whole along it: each rank would multiply its
+// part of the tokens with all of them.
+TEST(ShardFlow, ContractingASplitDimAgainstAWholeOperandIsRefused) {
+  Builder b;
+  b.Input("u", {2, 8}, InputSpec::Kind::kUserInput, "");
+  b.Add("xt", "t.default", {In("self", Tensor("x"))}, {8, 2});
+  b.Add("s", "matmul.default", {In("self", Tensor("xt")), In("other", Tensor("u"))}, {8, 8});
+  b.Output("s");
+  ExpectSplitRefused(b.p, EditCheck::kCpReducesSplitDim,
+      "program: a context-parallel split cannot pass node `s` (matmul.default) at the root: it contracts the "
+      "sharded dim against an operand not sharded alike along it; it reads `xt`, split along dim 1 in blocks "
+      "[2]; its split comes from the plan's rule for the root (rule at plan.weft:5:5)");
+}
+
+// Padding keeps a split unless it pads the split dim itself (Sana pads its values with a row of
+// ones along the features).
+TEST(ShardFlow, PaddingTheSplitDimIsRefused) {
+  Builder b;
+  b.Add("z", "pad.default", {In("self", Tensor("x")), In("pad", Ints({0, 0, 0, 1}))}, {3, 8});
+  b.Output("z");
+  ExpectSplitRefused(b.p, EditCheck::kCpReducesSplitDim,
+      "program: a context-parallel split cannot pass node `z` (pad.default) at the root: it pads the sharded "
+      "dim; it reads `x`, split along dim 0 in blocks [2]; its split comes from the plan's rule for the root "
+      "(rule at plan.weft:5:5)");
+}
+
 TEST(LocalSizes, RefusesAFullLengthNoShardCarries) {
   // x (2, s0) is split along s0 for the uses inside module `blk`; y = x.sum(1) there is a shard
   // without an s0 dim; at the root, view(y, [z]) with z = s0 runs on that shard, but the only
@@ -409,10 +466,10 @@ TEST(ShardFlow, IndexAtShardedPositionsIsSharded) {
   indices.kind = AK::kOptionalTensors;
   indices.names = {"x"};
   b.Add("rows", "index.Tensor", {In("self", Tensor("table")), In("indices", indices)}, {8, 4});
-  b.Add("s", "sum.dim_IntList", {In("self", Tensor("rows")), In("dim", Ints({0}))}, {4});
+  b.Add("s", "mean.dim", {In("self", Tensor("rows")), In("dim", Ints({0}))}, {4});
   b.Output("s");
   ExpectSplitRefused(b.p, EditCheck::kCpReducesSplitDim,
-      "program: a context-parallel split cannot pass node `s` (sum.dim_IntList) at the root: it reduces over "
+      "program: a context-parallel split cannot pass node `s` (mean.dim) at the root: it reduces over "
       "the sharded dim; it reads `rows`, split along dim 0 in blocks [8]; its split comes from the plan's rule "
       "for the root (rule at plan.weft:5:5)");
 }
