@@ -194,6 +194,13 @@ def make_inputs(cls_name, cfg, wl, f):
             d = cfg.get("attention_head_dim", 64)
             kw["image_rotary_emb"] = (f.float(n, d, dtype=torch.float32), f.float(n, d, dtype=torch.float32))
         return kw
+    if cls_name == "SanaTransformer2DModel":
+        # SanaPipeline: DC-AE latents, 32x spatial compression, `in_channels` channels; the Gemma-2
+        # caption padded to max_sequence_length (300) with its attention mask; float timesteps.
+        h, w = wl["height"] // 32, wl["width"] // 32
+        return dict(hidden_states=f.float(B, cfg.get("in_channels", 32), h, w),
+                    encoder_hidden_states=f.float(B, T, cfg.get("caption_channels", 2304)),
+                    encoder_attention_mask=f.ints(B, T, values=[1] * (B * T)), timestep=f.float(B))
     raise SystemExit("no input builder for class %s" % cls_name)
 
 

@@ -12,7 +12,7 @@ separate_arguments(_args UNIX_COMMAND "${ARGS}")
 # config); test-size graphs are left to their owners.
 set(_graphs)
 foreach(g flux1-dev flux2-dev qwen-image qwen-image-21 wan2.1-t2v-14b wan2.1-t2v-1.3b chronoedit-14b
-          helios ltx-video-2b ltx-2 minimax-h3 cogvideox-5b skyreels-v2-14b-540p)
+          helios ltx-video-2b ltx-2 minimax-h3 cogvideox-5b skyreels-v2-14b-540p sana-1600m-1024px)
   list(APPEND _graphs --graph graphs/${g}.graph.json)
 endforeach()
 execute_process(
