@@ -79,7 +79,9 @@ def first_reason(text):
     """The line of a tool's output that says why it failed: an `error:` diagnostic, the last
     exception line of a Python traceback, or a tool's own message; never the traceback."""
     lines = [re.sub(r"^\[ranks? [\d-]+\] ", "", l.rstrip()) for l in text.splitlines() if l.strip()]
-    for pat in (r"error: ", r"^export_program: ", r"^weft-run: .*(FAILED|error|cannot|refus)"):
+    # weft suggest's notes: why no attention runs context-parallel says more than a TP note.
+    for pat in (r"error: ", r"^export_program: ", r"^weft-run: .*(FAILED|error|cannot|refus)",
+                r"^\s*attention rule `[^`]*` left to the binder: ", r"^\s*no context.parallel"):
         hits = [i for i, l in enumerate(lines) if re.search(pat, l)]
         if hits:
             i = hits[0]
