@@ -28,11 +28,11 @@ void LoadPlannedWeights(const plan::ExecutionPlan& plan, nn::Module& model, cons
   });
 }
 
-at::Tensor SumRowwisePartials(dist::DistContext& ctx, const at::Tensor& partial, const std::optional<at::Tensor>& bias,
-                              const std::string& what) {
+at::Tensor SumPartials(dist::DistContext& ctx, dist::Axis axis, const at::Tensor& partial,
+                       const std::optional<at::Tensor>& bias, const std::string& what) {
   at::Tensor sum = partial.contiguous();
   try {
-    ctx.AllReduce(dist::Axis::kTp, sum);
+    ctx.AllReduce(axis, sum);
   } catch (const std::exception& e) {
     throw ExecError(what + " failed: " + ErrorText(e));
   }

@@ -37,11 +37,12 @@ bool LoadWeightFiles(const std::vector<std::string>& paths, const plan::Executio
 // compiled plan for tp=2 on a job started as ulysses=2 would otherwise shard by the wrong axis).
 void CheckMesh(const plan::ExecutionPlan& plan, const dist::DistContext& ctx);
 
-// A rowwise layer's partial sums (each rank holds a slice of its input features) summed over
-// the tp axis, `bias` added once. `what` names the step for the ExecError a failed all-reduce
-// becomes ("<rank> <module> (rule at ...): rowwise all-reduce").
-at::Tensor SumRowwisePartials(dist::DistContext& ctx, const at::Tensor& partial, const std::optional<at::Tensor>& bias,
-                              const std::string& what);
+// Partial sums summed over `axis`, `bias` added once: a rowwise layer's over tp (each rank holds
+// a slice of its input features), a sum over split tokens over the CP group (a linear
+// attention's key sums). `what` names the step for the ExecError a failed all-reduce becomes
+// ("<rank> <module> (rule at ...): rowwise all-reduce").
+at::Tensor SumPartials(dist::DistContext& ctx, dist::Axis axis, const at::Tensor& partial,
+                       const std::optional<at::Tensor>& bias, const std::string& what);
 
 // Compares `hash` across every rank of the world (one all-gather of 64 bytes). Throws
 // ExecError listing the ranks whose hash differs from rank 0's.

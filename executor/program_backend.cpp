@@ -200,18 +200,11 @@ at::Tensor ProgramBackend::Attention(const at::Tensor& q, const at::Tensor& k, c
 }
 
 at::Tensor ProgramBackend::AllReduce(at::Tensor x, const std::optional<at::Tensor>& bias, const plan::ProgramEdit& edit) {
-  if (edit.group == plan::kCpGroup) {
-    // A linear attention's sum over the keys: each rank's part is over its split of them.
-    at::Tensor sum = x.contiguous();
-    try {
-      ctx_.AllReduce(dist::Axis::kCp, sum);
-    } catch (const std::exception& e) {
-      throw ExecError(Where(ctx_, edit.module, edit.origin) + ": all-reduce over the CP group of `" + edit.value +
-                      "` (a sum over split keys) failed: " + ErrorText(e));
-    }
-    return bias ? sum.add_(*bias) : sum;
+  const std::string where = Where(ctx_, edit.module, edit.origin);
+  if (edit.group == plan::kCpGroup) {  // a sum over split tokens (a linear attention's key sums)
+    return SumPartials(ctx_, dist::Axis::kCp, x, bias, where + ": all-reduce over the CP group of `" + edit.value + "`");
   }
-  return SumRowwisePartials(ctx_, x, bias, Where(ctx_, edit.module, edit.origin) + ": rowwise all-reduce of `" + edit.value + "`");
+  return SumPartials(ctx_, dist::Axis::kTp, x, bias, where + ": rowwise all-reduce of `" + edit.value + "`");
 }
 
 at::Tensor ProgramBackend::RmsNorm(const at::Tensor& x, int64_t normalized_dims, const std::optional<at::Tensor>& weight,

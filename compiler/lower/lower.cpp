@@ -95,6 +95,14 @@ int64_t RunBytes(const model::Value& v, int64_t elem_bytes) {
                                                                      : v.Bytes();
 }
 
+// What a gather of `full` bytes over `ranks` sends from the group's first rank (its counters are
+// the ones reported): its rows of the gathered dim (the most, when the length does not divide:
+// SplitSizes) to every other rank.
+int64_t GatherSentBytes(int64_t full, const plan::Gather& g, int64_t ranks) {
+  if (full == source::kSaturated || g.global_size <= 0 || g.sizes.empty()) return plan::AllGatherBytes(full, ranks);
+  return source::SaturatingMul(source::SaturatingMul(full / g.global_size, g.sizes.front()), ranks - 1);
+}
+
 // The first cost of `p` that saturated (a byte or call count past int64), described.
 std::optional<std::string> SaturatedCost(const plan::ExecutionPlan& p) {
   auto at = [](const plan::ModuleStep& s, const std::string& what) {
@@ -166,17 +174,8 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
     const model::Value* v = GatheredOutput(*w, s.module, g.gather);
     int64_t bytes = v != nullptr ? RunBytes(*v, elem_bytes) : 0;
     if (v != nullptr && !v->shape.empty()) bytes = OnBranches(bytes, v->shape.front(), b);
-    int64_t sent = plan::AllGatherBytes(bytes, cp);
-    // A length the CP group does not divide: the first rank holds the most (SplitSizes) and sends
-    // it to every other rank (its counters are the ones reported).
-    const int64_t dim = g.gather.dim;
-    if (v != nullptr && dim >= 0 && dim < static_cast<int64_t>(v->shape.size())) {
-      const int64_t length = v->shape[static_cast<size_t>(dim)];
-      if (length > 0 && length % cp != 0 && bytes != source::kSaturated) {
-        sent = source::SaturatingMul(bytes / length * plan::SplitSizes(length, cp)[0], cp - 1);
-      }
-    }
-    s.cost.collectives.push_back({plan::CollectiveOp::kAllGather, std::string(plan::kCpGroup), 1, sent});
+    s.cost.collectives.push_back(
+        {plan::CollectiveOp::kAllGather, std::string(plan::kCpGroup), 1, GatherSentBytes(bytes, g.gather, cp)});
     if (g.gather.uneven || b.mesh.Uneven()) {
       // Per-rank lengths are exchanged first: one int64 from every rank. Under an uneven mode the
       // runner always does (ProgramEdit::uneven: another call's lengths may not divide), also
@@ -193,12 +192,10 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
     plan::ModuleStep& s = step_of(g.module);
     s.gathers.push_back(g.gather);
     const model::Value* v = GatheredOutput(*w, s.module, g.gather);
-    const int64_t full = v != nullptr ? RunBytes(*v, elem_bytes) : 0;
     // This rank's rows of the gathered dim (a CP split of another dim has been gathered first).
-    const int64_t local =
-        full == source::kSaturated ? full : source::SaturatingMul(full / g.gather.global_size, g.gather.sizes.front());
-    s.cost.collectives.push_back({plan::CollectiveOp::kAllGather, std::string(plan::kCfgAxis), 1,
-                                  source::SaturatingMul(local, cfg - 1)});
+    const int64_t full = v != nullptr ? RunBytes(*v, elem_bytes) : 0;
+    s.cost.collectives.push_back(
+        {plan::CollectiveOp::kAllGather, std::string(plan::kCfgAxis), 1, GatherSentBytes(full, g.gather, cfg)});
     if (g.gather.uneven) {
       s.cost.collectives.push_back({plan::CollectiveOp::kAllGather, std::string(plan::kCfgAxis), 1, 8 * (cfg - 1)});
     }

@@ -191,14 +191,18 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
   for (const plan::ModuleStep& s : plan.steps) step_weights += s.cost.weight_bytes;
   const model::Workload* w = graph.FindWorkload(plan.workload.name);
   bool changed = false;
+  // The Q/K/V exchanges of attention on the ring and ulysses axes, which the graph view priced.
+  auto drop_exchanges = [](std::vector<plan::Collective>& c) {
+    c.erase(std::remove_if(c.begin(), c.end(),
+                           [](const plan::Collective& x) { return x.axis == plan::kRingAxis || x.axis == plan::kUlyssesAxis; }),
+            c.end());
+  };
   for (plan::ModuleStep& s : plan.steps) {
     auto sums = key_sums.find(s.module);
     if (sums == key_sums.end()) continue;
     // A linear attention moves none of the axes' Q/K/V exchanges the graph view priced, only its sums.
     std::vector<plan::Collective>& c = s.cost.collectives;
-    c.erase(std::remove_if(c.begin(), c.end(),
-                           [](const plan::Collective& x) { return x.axis == plan::kRingAxis || x.axis == plan::kUlyssesAxis; }),
-            c.end());
+    drop_exchanges(c);
     for (const plan::Collective& x : sums->second) plan::AddCollective(c, plan::PerCall(x, s.calls));
     if (!s.attention) {
       // No attention site of the graph view (it traces SDPA): the step's attention is this one,
@@ -206,7 +210,7 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
       plan::Attention a;
       a.ulysses = plan.mesh.Ulysses();
       a.ring = plan.mesh.Ring();
-      a.mode = a.ring > 1 ? (a.ulysses > 1 ? plan::AttentionMode::kUsp : plan::AttentionMode::kRing) : plan::AttentionMode::kUlysses;
+      a.mode = plan::ModeFor(a.ulysses, a.ring);
       for (const plan::ProgramEdit& e : plan.program->edits) {
         const TensorMeta* meta = p.FindTensor(e.value);
         if (meta == nullptr || e.module != s.module) continue;
@@ -229,9 +233,7 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
     std::vector<plan::Collective>& c = s.cost.collectives;
     if (!sites.count(s.module)) {
       s.attention->mode = plan::AttentionMode::kLocal;
-      c.erase(std::remove_if(c.begin(), c.end(),
-                             [](const plan::Collective& x) { return x.axis == plan::kRingAxis || x.axis == plan::kUlyssesAxis; }),
-              c.end());
+      drop_exchanges(c);
       changed = true;
       continue;
     }

@@ -796,6 +796,17 @@ class ShardFlow {
     return Set(out, ss->dim < k ? ss->dim : ss->dim - 1 + Rank(idx), ss->blocks, ss->rule);
   }
 
+  // Node `n` sums over split tokens (`out` each rank's partial sum): the compiler sums the parts
+  // over the CP group right after it (kAllReduce, group cp), and `out` is whole from there.
+  void SumOverCpGroup(const Node& n, const std::string& out, size_t rule) {
+    plan::ProgramEdit e;
+    e.kind = Kind::kAllReduce;
+    e.group = std::string(plan::kCpGroup);
+    e.node = n.name;
+    e.value = out;
+    Edit(std::move(e), rule);
+  }
+
   // matmul / bmm of a (..., M, K) and b (..., K, N). A sharding of M (a's rows) or of N (b's
   // columns) carries into the output's; one of a batch dim must be on both operands alike (or b
   // has no batch dims and broadcasts). K sharded on both alike -- a linear attention's sum over
@@ -824,13 +835,7 @@ class ShardFlow {
       if (axis_ != Axis::kCp) {
         Refuse(EditCheck::kTpReducesShardedDim, n, a, *sa, "it contracts the sharded dim (a sum over it)");
       }
-      plan::ProgramEdit e;
-      e.kind = Kind::kAllReduce;
-      e.group = std::string(plan::kCpGroup);
-      e.node = n.name;
-      e.value = out;
-      Edit(std::move(e), sa->rule);
-      return;  // whole after the sum
+      return SumOverCpGroup(n, out, sa->rule);
     }
     if (sa != nullptr && sa->dim == ra - 2) {
       if (sb != nullptr) Refuse(EditCheck::kTpUnsupportedOperator, n, b, *sb, "both operands are sharded (rows of one, another dim of the other)");
@@ -1323,15 +1328,8 @@ class ShardFlow {
     for (int64_t d : dims) {
       d = Norm(d, rank);
       if (d == s.dim && axis_ == Axis::kCp && n.target == "torch.ops.aten.sum.dim_IntList") {
-        // A sum over split tokens (SanaVideo's linear attention normalizes by its keys' sum): each
-        // rank sums its part, the parts are summed over the CP group, and the result is whole.
-        plan::ProgramEdit e;
-        e.kind = Kind::kAllReduce;
-        e.group = std::string(plan::kCpGroup);
-        e.node = n.name;
-        e.value = Outputs(n).empty() ? std::string() : Outputs(n)[0];
-        Edit(std::move(e), s.rule);
-        return;
+        // SanaVideo's linear attention normalizes by its keys' sum.
+        return SumOverCpGroup(n, Outputs(n).empty() ? std::string() : Outputs(n)[0], s.rule);
       }
       if (d == s.dim) Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it reduces over the sharded dim");
       if (d < s.dim) ++removed;

@@ -337,7 +337,6 @@ class Suggester {
     int64_t heads = 0;
     bool self = false;
     int64_t q_token_dim = 2;  // SDPA's (B, H, S, D); a linear attention's queries are (B, H, D, S)
-    std::string what;         // for the rules' comments
   };
 
   // A linear attention (Sana's ReLU kernel): `scores = V @ K` sums over the keys (V: (B, H, D', S),
@@ -371,8 +370,6 @@ class Suggester {
       if (Key(v->sizes[3]) != site.k_len) continue;  // the sum runs over the keys' tokens
       site.heads = q->sizes[1].symbolic ? 0 : q->sizes[1].value;
       site.self = site.q_len == site.k_len;
-      site.what = "linear attention (nodes `" + scores->name + "`, `" + n.name + "`: key sums all-reduced over cp, " +
-                  std::to_string(site.heads) + " heads)";
       linear_sites_.push_back(std::move(site));
     }
   }

@@ -10,12 +10,19 @@
 namespace weft::interp {
 namespace {
 
+// The fast kernel of an aten.linear node on CPU (nullptr when this LibTorch has no oneDNN).
+std::unique_ptr<FastKernel> LinearKernel() {
+  static const program::Program p;
+  static const program::Node node = [] {
+    program::Node n;
+    n.target = "torch.ops.aten.linear.default";
+    return n;
+  }();
+  return MakeFastKernel(FastKernelContext{p, node, c10::Device(c10::kCPU), [](const std::string&) { return 0; }});
+}
+
 TEST(FastKernels, LinearOnAComputedWeightUnderInferenceMode) {
-  program::Program p;
-  program::Node node;
-  node.target = "torch.ops.aten.linear.default";
-  FastKernelContext ctx{p, node, c10::Device(c10::kCPU), [](const std::string&) { return 0; }};
-  std::unique_ptr<FastKernel> kernel = MakeFastKernel(ctx);
+  std::unique_ptr<FastKernel> kernel = LinearKernel();
   if (kernel == nullptr) GTEST_SKIP() << "this LibTorch has no oneDNN linear";
   at::manual_seed(3);
   const at::Tensor param = at::randn({16, 8});  // a parameter: loaded outside InferenceMode
@@ -42,11 +49,7 @@ TEST(FastKernels, LinearOnAComputedWeightUnderInferenceMode) {
 // A Linear of no output features (NucleusMoE's tiny config has one), or on no rows: oneDNN has no
 // primitive for either; the kernel runs at::linear and gives its empty result.
 TEST(FastKernels, LinearOfNoFeaturesOrNoRows) {
-  program::Program p;
-  program::Node node;
-  node.target = "torch.ops.aten.linear.default";
-  FastKernelContext ctx{p, node, c10::Device(c10::kCPU), [](const std::string&) { return 0; }};
-  std::unique_ptr<FastKernel> kernel = MakeFastKernel(ctx);
+  std::unique_ptr<FastKernel> kernel = LinearKernel();
   if (kernel == nullptr) GTEST_SKIP() << "this LibTorch has no oneDNN linear";
   for (const auto& [x_shape, w_shape] : {std::pair<std::vector<int64_t>, std::vector<int64_t>>{{2, 16, 32}, {0, 32}},
                                         {{0, 32}, {8, 32}}}) {

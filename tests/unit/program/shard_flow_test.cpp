@@ -83,6 +83,17 @@ plan::ProgramEdits SplitX(int64_t dim, int64_t rank = 2) {
   return edits;
 }
 
+// A gather of `value` along `dim` of its `rank` dims (the rule at plan.weft:`line`:3).
+plan::ProgramEdit GatherOf(const std::string& value, int64_t dim, int64_t rank, int line) {
+  plan::ProgramEdit gather;
+  gather.kind = plan::ProgramEdit::Kind::kGather;
+  gather.value = value;
+  gather.dim = dim;
+  gather.rank = rank;
+  gather.origin = plan::Origin{"plan.weft", line, 3, false};
+  return gather;
+}
+
 template <typename F>
 void ExpectRefused(F&& f, EditCheck check, const std::string& message) {
   try {
@@ -203,13 +214,7 @@ TEST(ShardFlow, SumOverSplitTokensIsAllReducedOverTheCpGroup) {
   b.Output("s");
   b.Output("o");
   plan::ProgramEdits edits = SplitX(0);
-  plan::ProgramEdit gather;
-  gather.kind = plan::ProgramEdit::Kind::kGather;
-  gather.value = "o";
-  gather.dim = 0;
-  gather.rank = 2;
-  gather.origin = plan::Origin{"plan.weft", 7, 3, false};
-  edits.edits.push_back(gather);
+  edits.edits.push_back(GatherOf("o", 0, 2, 7));
   const size_t before = edits.edits.size();
   AddSplitDataflowEdits(Mesh(plan::kUlyssesAxis), b.p, edits);
   ASSERT_EQ(edits.edits.size(), before + 1);
@@ -377,13 +382,7 @@ TEST(LocalSizes, SlicesAWholeOperandWhereItMeetsAShard) {
   b.Output("y");
   b.Output("z");
   plan::ProgramEdits edits = SplitX(1);
-  plan::ProgramEdit gather;
-  gather.kind = plan::ProgramEdit::Kind::kGather;
-  gather.value = "y";
-  gather.dim = 1;
-  gather.rank = 2;
-  gather.origin = plan::Origin{"plan.weft", 6, 3, false};
-  edits.edits.push_back(gather);
+  edits.edits.push_back(GatherOf("y", 1, 2, 6));
   AddLocalSizeEdits(b.p, edits);
   ASSERT_EQ(edits.edits.size(), 3u);
   const plan::ProgramEdit& slice = edits.edits[2];
@@ -495,13 +494,7 @@ plan::ProgramEdits SplitXAndY(const std::vector<std::string>& outs) {
   y.origin.line = 6;
   edits.edits.push_back(y);
   for (const std::string& o : outs) {
-    plan::ProgramEdit gather;
-    gather.kind = plan::ProgramEdit::Kind::kGather;
-    gather.value = o;
-    gather.dim = 1;
-    gather.rank = 3;
-    gather.origin = plan::Origin{"plan.weft", 7, 3, false};
-    edits.edits.push_back(gather);
+    edits.edits.push_back(GatherOf(o, 1, 3, 7));
   }
   return edits;
 }
