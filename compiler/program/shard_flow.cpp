@@ -214,14 +214,35 @@ class ShardFlow {
   // A factory sized by a split's local length (`x.new_zeros(B, x.size(1), C)`) holds this rank's
   // part of that dim, as the split does: it is followed as a shard, so whatever writes whole
   // positions into it (index_copy at full-length indices) is refused instead of failing at run time.
+  // So does a whole tensor repeated or expanded to a split's local length along a dim of size 1
+  // (AuraFlow's register tokens `repeat(batch, 1, 1)` under cfg): every copy is the same, so the
+  // local number of copies is this rank's part.
   void LocalLengthFactory(const Node& n) {
     if (local_lengths_.empty()) return;
-    if (!IsFactory(n.target) && !OneOf(n.target, {"new_zeros.default", "new_ones.default", "new_empty.default",
-                                                   "new_full.default"})) {
+    const bool copies = OneOf(n.target, {"repeat.default", "expand.default"});
+    if (!IsFactory(n.target) && !copies &&
+        !OneOf(n.target, {"new_zeros.default", "new_ones.default", "new_empty.default", "new_full.default"})) {
       return;
     }
     const std::vector<std::string> outs = Outputs(n);
     if (outs.empty() || Find(outs[0]) != nullptr) return;
+    if (copies) {
+      const char* name = n.target == "torch.ops.aten.repeat.default" ? "repeats" : "size";
+      const std::string self = TensorArg(n, "self");
+      const Argument* a = Arg(n, name);
+      if (self.empty() || Find(self) != nullptr || a == nullptr) return;
+      const int64_t lead = static_cast<int64_t>(a->sym_ints.size()) - Rank(self);
+      for (size_t i = 0; i < a->sym_ints.size(); ++i) {
+        if (!a->sym_ints[i].is_name) continue;
+        auto it = local_lengths_.find(a->sym_ints[i].name);
+        if (it == local_lengths_.end()) continue;
+        const int64_t d = static_cast<int64_t>(i) - lead;
+        if (d >= 0 && !StaticOne(self, d)) return;
+        const Sharding& split = it->second.second;
+        return Set(outs[0], static_cast<int64_t>(i), split.blocks, split.rule);
+      }
+      return;
+    }
     for (const NamedArgument& a : n.inputs) {
       if (a.name != "size" && a.name != "end") continue;
       for (size_t i = 0; i < a.arg.sym_ints.size(); ++i) {
@@ -262,17 +283,22 @@ class ShardFlow {
     if (self.empty()) return;
     for (const NamedArgument& a : n.inputs) {
       if (a.name != "size" && a.name != "shape") continue;
-      for (const SymIntRef& r : a.arg.sym_ints) {
+      for (size_t i = 0; i < a.arg.sym_ints.size(); ++i) {
+        const SymIntRef& r = a.arg.sym_ints[i];
         if (!r.is_name) continue;
         auto it = local_lengths_.find(r.name);
         if (it == local_lengths_.end()) continue;
+        // Expanding a dim of size 1 (or a new one) to the local length copies it: a shard
+        // (LocalLengthFactory, after this node).
+        const int64_t d = static_cast<int64_t>(i) - (static_cast<int64_t>(a.arg.sym_ints.size()) - Rank(self));
+        if (n.target == "torch.ops.aten.expand.default" && (d < 0 || StaticOne(self, d))) continue;
         // The dim of `self` that holds the full length: the one whose size the local one stands for.
         const auto& [split_value, split] = it->second;
         const std::vector<int64_t> sizes = Sizes(self);
         const int64_t full = std::accumulate(split.blocks.begin(), split.blocks.end(), int64_t{0});
         int64_t dim = -1;
-        for (size_t d = 0; d < sizes.size() && dim < 0; ++d) {
-          if (sizes[d] == full) dim = static_cast<int64_t>(d);
+        for (size_t k = 0; k < sizes.size() && dim < 0; ++k) {
+          if (sizes[k] == full) dim = static_cast<int64_t>(k);
         }
         Refuse(EditCheck::kTpColwiseEscapes, n, split_value, split,
                "it reshapes `" + self + "`, which is whole, to `" + r.name + "`, the local length of `" + split_value +
@@ -626,7 +652,8 @@ class ShardFlow {
       return;
     }
     if (OneOf(t, {"matmul.default", "bmm.default"})) return Matmul(n);
-    if (in.size() > 1 && !OneOf(t, {"cat.default", "concat.default", "stack.default", "scaled_dot_product_attention.default",
+    if (OneOf(t, {"einsum.default"})) return Einsum(n);
+    if (in.size() > 1 && !OneOf(t, {"cat.default", "concat.default", "concatenate.default", "stack.default", "scaled_dot_product_attention.default",
                                      "rms_norm.default"})) {
       Refuse(EditCheck::kTpUnsupportedOperator, n, in[1].first, in[1].second, "reads two sharded tensors");
     }
@@ -704,7 +731,7 @@ class ShardFlow {
     }
     if (OneOf(t, {"slice.Tensor"})) return Slice(n, value, s);
     if (OneOf(t, {"split_with_sizes.default", "split.Tensor", "chunk.default"})) return Split(n, value, s);
-    if (OneOf(t, {"cat.default", "concat.default", "stack.default"})) return Concat(n);
+    if (OneOf(t, {"cat.default", "concat.default", "concatenate.default", "stack.default"})) return Concat(n);
     if (OneOf(t, {"scaled_dot_product_attention.default"})) {
       return Tp() ? Attention(n) : axis_ == Axis::kCfg ? BranchAttention(n) : SplitAttention(n);
     }
@@ -857,6 +884,69 @@ class ShardFlow {
       Refuse(EditCheck::kTpColwiseEscapes, n, v, s, "a batched matmul reads the other operand whole along the sharded batch dim");
     }
     return Set(out, ro - from_end, s.blocks, s.rule);
+  }
+
+  // einsum over explicit subscripts ("nhwpqc->nchpwq", "bhnd,bhmd->bhnm"): the sharded dim's
+  // letter names where it goes in the output. Every operand with that letter must be sharded alike
+  // along it (or have it of size 1, broadcast); a letter summed over (absent from the output) is
+  // refused -- unlike a matmul's contraction, no all-reduce is offered for it. Implicit output
+  // subscripts and ellipses are refused by name.
+  void Einsum(const Node& n) {
+    const Argument* eq = Arg(n, "equation");
+    const Argument* ops = Arg(n, "tensors");
+    const std::string out = Outputs(n).empty() ? std::string() : Outputs(n)[0];
+    std::string equation;
+    for (char c : eq != nullptr && eq->kind == AK::kString ? eq->s : std::string()) {
+      if (c != ' ') equation += c;
+    }
+    std::vector<std::string> operands = ops != nullptr ? ops->names : std::vector<std::string>{};
+    // The first sharded operand decides the letter; the others are checked against it.
+    size_t first = operands.size();
+    for (size_t i = 0; i < operands.size() && first == operands.size(); ++i) {
+      if (Find(operands[i]) != nullptr) first = i;
+    }
+    if (first == operands.size()) return WholeAtLocalLength(n);
+    const std::string& v = operands[first];
+    const Sharding s = *Find(v);
+    const size_t arrow = equation.find("->");
+    if (arrow == std::string::npos || equation.find('.') != std::string::npos) {
+      Refuse(EditCheck::kTpUnsupportedOperator, n, v, s,
+             "an einsum without explicit output subscripts or with an ellipsis (`" + equation + "`)");
+    }
+    std::vector<std::string> subscripts;
+    for (size_t at = 0; at <= arrow;) {
+      const size_t comma = std::min(equation.find(',', at), arrow);
+      subscripts.push_back(equation.substr(at, comma - at));
+      at = comma + 1;
+    }
+    const std::string result = equation.substr(arrow + 2);
+    if (subscripts.size() != operands.size() || static_cast<int64_t>(subscripts[first].size()) != Rank(v)) {
+      Refuse(EditCheck::kTpUnsupportedOperator, n, v, s, "its subscripts `" + equation + "` do not match its operands");
+    }
+    const char letter = subscripts[first][static_cast<size_t>(s.dim)];
+    if (std::count(subscripts[first].begin(), subscripts[first].end(), letter) != 1) {
+      Refuse(EditCheck::kTpReducesShardedDim, n, v, s, "it takes a diagonal along the sharded dim (`" + equation + "`)");
+    }
+    for (size_t i = 0; i < operands.size(); ++i) {
+      const size_t d = subscripts[i].find(letter);
+      const Sharding* o = Find(operands[i]);
+      if (i == first) continue;
+      if (d == std::string::npos) {
+        if (o != nullptr) Refuse(EditCheck::kTpUnsupportedOperator, n, operands[i], *o, "two operands sharded along different letters");
+        continue;
+      }
+      const bool alike = o != nullptr && o->dim == static_cast<int64_t>(d) && o->blocks == s.blocks;
+      if (!alike && !StaticOne(operands[i], static_cast<int64_t>(d))) {
+        Refuse(EditCheck::kTpColwiseEscapes, n, v, s,
+               "it reads operand `" + operands[i] + "` whole along the sharded letter `" + std::string(1, letter) + "`");
+      }
+    }
+    const size_t to = result.find(letter);
+    if (to == std::string::npos) {
+      Refuse(EditCheck::kTpReducesShardedDim, n, v, s,
+             "it sums over the sharded letter `" + std::string(1, letter) + "` (`" + equation + "`)");
+    }
+    return Set(out, static_cast<int64_t>(to), s.blocks, s.rule);
   }
 
   void Linear(const Node& n) {

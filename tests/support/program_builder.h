@@ -48,6 +48,20 @@ inline Argument Ints(std::vector<int64_t> v) {
   return a;
 }
 
+inline Argument String(std::string v) {
+  Argument a;
+  a.kind = Argument::Kind::kString;
+  a.s = std::move(v);
+  return a;
+}
+
+inline Argument Tensors(std::vector<std::string> names) {
+  Argument a;
+  a.kind = Argument::Kind::kTensors;
+  a.names = std::move(names);
+  return a;
+}
+
 inline NamedArgument In(const std::string& name, Argument a) {
   NamedArgument n;
   n.name = name;

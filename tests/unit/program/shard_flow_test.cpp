@@ -21,7 +21,9 @@ using AK = Argument::Kind;
 using testing::In;
 using testing::Int;
 using testing::Ints;
+using testing::String;
 using testing::Tensor;
+using testing::Tensors;
 
 // A symbolic size as torch.export records it (sympy srepr) with its hint.
 SymInt Sym(const std::string& symbol, int64_t hint) {
@@ -239,6 +241,47 @@ TEST(ShardFlow, ContractingASplitDimAgainstAWholeOperandIsRefused) {
       "program: a context-parallel split cannot pass node `s` (matmul.default) at the root: it contracts the "
       "sharded dim against an operand not sharded alike along it; it reads `xt`, split along dim 1 in blocks "
       "[2]; its split comes from the plan's rule for the root (rule at plan.weft:5:5)");
+}
+
+// einsum follows the split by its letter: an unpatchify's permutation (SD3, CogView3: "nhwpqc->
+// nchpwq") carries the split batch to wherever `n` lands, here dim 1 of "ab->ba"; a batched
+// product carries a batch letter both operands share alike.
+TEST(ShardFlow, EinsumCarriesTheSplitByItsLetter) {
+  Builder b;
+  b.Add("y", "einsum.default", {In("equation", String("ab->ba")), In("tensors", Tensors({"x"}))}, {8, 2});
+  b.Add("z", "einsum.default", {In("equation", String("ij, ik -> ijk")), In("tensors", Tensors({"x", "x"}))}, {2, 8, 8});
+  b.Output("y");
+  b.Output("z");
+  plan::ProgramEdits edits = SplitX(0);
+  edits.edits.push_back(GatherOf("y", 1, 2, 7));
+  edits.edits.push_back(GatherOf("z", 0, 3, 8));
+  EXPECT_NO_THROW(CheckSplitDataflow(Mesh(plan::kUlyssesAxis), b.p, edits));
+}
+
+// A sum over the split letter, or a second operand read whole along it, would mix ranks' parts.
+TEST(ShardFlow, EinsumSummingOrBroadcastingTheSplitLetterIsRefused) {
+  Builder sum;
+  sum.Add("y", "einsum.default", {In("equation", String("ab->b")), In("tensors", Tensors({"x"}))}, {8});
+  sum.Output("y");
+  ExpectSplitRefused(sum.p, EditCheck::kCpReducesSplitDim,
+      "program: a context-parallel split cannot pass node `y` (einsum.default) at the root: it sums over the "
+      "sharded letter `a` (`ab->b`); it reads `x`, split along dim 0 in blocks [2]; its split comes from the "
+      "plan's rule for the root (rule at plan.weft:5:5)");
+  Builder whole;
+  whole.Input("u", {2, 8}, InputSpec::Kind::kUserInput, "");
+  whole.Add("y", "einsum.default", {In("equation", String("ab,ab->ab")), In("tensors", Tensors({"x", "u"}))}, {2, 8});
+  whole.Output("y");
+  ExpectSplitRefused(whole.p, EditCheck::kCpSplitMixedWithWhole,
+      "program: a context-parallel split cannot pass node `y` (einsum.default) at the root: it reads operand "
+      "`u` whole along the sharded letter `a`; it reads `x`, split along dim 0 in blocks [2]; its split comes "
+      "from the plan's rule for the root (rule at plan.weft:5:5)");
+  Builder implicit;
+  implicit.Add("y", "einsum.default", {In("equation", String("ab")), In("tensors", Tensors({"x"}))}, {2, 8});
+  implicit.Output("y");
+  ExpectSplitRefused(implicit.p, EditCheck::kCpUnsupportedOperator,
+      "program: a context-parallel split cannot pass node `y` (einsum.default) at the root: an einsum without "
+      "explicit output subscripts or with an ellipsis (`ab`); it reads `x`, split along dim 0 in blocks [2]; "
+      "its split comes from the plan's rule for the root (rule at plan.weft:5:5)");
 }
 
 // Padding keeps a split unless it pads the split dim itself (Sana pads its values with a row of
