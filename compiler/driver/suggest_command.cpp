@@ -35,7 +35,10 @@ struct SuggestOptions {
   bool unchecked = false;
 };
 
-constexpr int kMaxRounds = 200;  // each round moves or drops one rule
+// Each round moves one rule a step later in the dataflow or drops it, so the repair ends; the bound
+// only guards against a bug. A deep model needs many rounds: every block's split may step past
+// several nodes (Latte-1's 28 spatial and 28 temporal blocks take about 250).
+constexpr int kMaxRounds = 5000;
 
 // A diagnostic's message, short enough for a comment: without the program's path (the plan's
 // header names it), the rule locations (they point into a plan that no longer exists) and the

@@ -1258,7 +1258,30 @@ std::string RenderSuggestion(const Suggestion& s, std::vector<RenderedRule>* rul
   };
   add("# " + s.class_name + ": suggested by `weft suggest` from the program's dataflow, and checked as a written");
   add("# plan is. Review it like code: each rule says which node or input decided it.");
-  for (const std::string& n : s.notes) comment("", n);
+  // Notes that differ only in a block's index or a node's number (the same step refused in each of
+  // Latte's 28 blocks) are written once, with how many more there were.
+  auto shape_of = [](const std::string& note) {
+    std::string key;
+    for (size_t i = 0; i < note.size(); ++i) {
+      key += note[i];
+      if ((note[i] == '.' || note[i] == '_') && i + 1 < note.size() && std::isdigit(static_cast<unsigned char>(note[i + 1]))) {
+        while (i + 1 < note.size() && std::isdigit(static_cast<unsigned char>(note[i + 1]))) ++i;
+        key += '*';
+      }
+    }
+    return key;
+  };
+  std::vector<std::pair<std::string, size_t>> notes;  // first of each shape, how many alike
+  std::unordered_map<std::string, size_t> shape_index;
+  for (const std::string& n : s.notes) {
+    auto [it, fresh] = shape_index.emplace(shape_of(n), notes.size());
+    if (fresh) notes.push_back({n, 0});
+    else ++notes[it->second].second;
+  }
+  for (const auto& [n, more] : notes) {
+    comment("", more == 0 ? n
+                          : n + " (and " + std::to_string(more) + " more alike at other blocks or nodes)");
+  }
   add("plan " + s.plan_name + " for " + s.class_name);
 
   std::vector<size_t> live;
@@ -1315,8 +1338,12 @@ std::string RenderSuggestion(const Suggestion& s, std::vector<RenderedRule>* rul
       comment("  ", t.why);
       std::string line = std::string("  ") + (t.colwise ? "colwise " : "rowwise ") + Quote(t.pattern);
       if (!t.packed.empty()) {
+        // In lowest terms: the binder scales proportions to the layer's width, so the same rule
+        // serves every config of the class (a GEGLU's halves are [1, 1] at any width).
+        int64_t g = 0;
+        for (int64_t b : t.packed) g = std::gcd(g, b);
         line += " packed [";
-        for (size_t j = 0; j < t.packed.size(); ++j) line += (j ? ", " : "") + std::to_string(t.packed[j]);
+        for (size_t j = 0; j < t.packed.size(); ++j) line += (j ? ", " : "") + std::to_string(t.packed[j] / std::max<int64_t>(g, 1));
         line += "]";
       }
       rule(RenderedRule::Kind::kTp, i, line);
