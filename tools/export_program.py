@@ -178,6 +178,22 @@ def _omnigen_scaled_rope(self, hidden_states, position_ids):
     return emb.cos() * magnitude, emb.sin() * magnitude
 
 
+def _hidream_moe_dense(self, x, flat_expert_indices, flat_expert_weights):
+    """MOEFeedForwardSwiGLU.moe_infer without its `.numpy()` of the tokens each expert got (a count
+    torch.export cannot trace): every expert runs on every token and its output is weighted by the
+    gate's weight for that token, zero where the expert was not among the token's top k. Each
+    token's sum is the original's (the same products, added in expert order from zero); the
+    program computes all experts, not only the chosen ones."""
+    k = self.num_activated_experts
+    chosen = flat_expert_indices.view(-1, k)
+    weights = flat_expert_weights.view(-1, k)
+    out = x.new_zeros(x.shape)
+    for i, expert in enumerate(self.experts):
+        weight = (weights * (chosen == i).to(weights.dtype)).sum(dim=-1, keepdim=True)
+        out = out + expert(x) * weight
+    return out
+
+
 def _uncached(module, cls, method):
     """The function under a functools.lru_cache method: the cache hashes its arguments, and a
     symbolic size is unhashable (`unhashable type: non-nested SymInt`)."""
@@ -192,6 +208,7 @@ METHOD_SHIMS = {
     ("diffusers.models.transformers.transformer_nucleusmoe_image", "NucleusMoEEmbedRope", "_compute_video_freqs"):
         _uncached,
     ("diffusers.models.transformers.transformer_omnigen", "OmniGenSuScaledRotaryEmbedding", "forward"): _omnigen_scaled_rope,
+    ("diffusers.models.transformers.transformer_hidream_image", "MOEFeedForwardSwiGLU", "moe_infer"): _hidream_moe_dense,
 }
 
 
@@ -747,9 +764,13 @@ def verify_with_weft(out):
         raise SystemExit("export_program: weft cannot read the program it exported (removed): %s" % reason.strip())
 
 
-def class_workloads(cls_name):
+def class_workloads(cls_name, cfg=None):
     """The workloads of the tools/model_configs entries of `cls_name` (the tiny ones first): the
-    input sizes a save_pretrained directory, which has no workloads of its own, is exported at."""
+    input sizes a save_pretrained directory, which has no workloads of its own, is exported at.
+    With `cfg` (the directory's config, when an inputs file gives the example), only an entry of
+    the same model: its config agrees with `cfg` on every key both have -- a published config's
+    workloads are no sizes of a shrunk model (SD3 3.5 Large's 1024^2 is above a tiny config's
+    position table)."""
     configs = os.path.join(os.path.dirname(os.path.abspath(__file__)), "model_configs")
     entries = []
     for file in sorted(os.listdir(configs)) if os.path.isdir(configs) else []:
@@ -758,12 +779,15 @@ def class_workloads(cls_name):
                 spec = json.load(f, object_pairs_hook=OrderedDict)
         except (OSError, ValueError):
             continue
-        if spec.get("config", {}).get("_class_name") == cls_name and spec.get("workloads"):
+        other = spec.get("config", {})
+        if cfg is not None and any(other[k] != v for k, v in cfg.items() if k in other and not k.startswith("_")):
+            continue
+        if other.get("_class_name") == cls_name and spec.get("workloads"):
             entries.append((not file.endswith("-tiny.json"), file, spec["workloads"]))
     return sorted(entries)[0][2] if entries else []
 
 
-def load_spec(config=None, model_dir=None):
+def load_spec(config=None, model_dir=None, same_model=False):
     """(class name, config without _class_name, name, source, workloads) of a model config file
     (tools/model_configs format) or a save_pretrained directory."""
     if model_dir:
@@ -774,7 +798,7 @@ def load_spec(config=None, model_dir=None):
         except (OSError, ValueError) as e:
             raise SystemExit("export_program: cannot read %s: %s" % (path, e))
         name, source = os.path.basename(os.path.normpath(model_dir)), path
-        workload_specs = class_workloads(cfg.get("_class_name"))
+        workload_specs = class_workloads(cfg.get("_class_name"), cfg if same_model else None)
     else:
         with open(config) as f:
             spec = json.load(f, object_pairs_hook=OrderedDict)
@@ -819,7 +843,7 @@ def export_config(config, out, workload=None, batch=None, dtype_name="fp32", mod
     """The command line's job: exports `config` (or `model_dir`) at a workload or an inputs file."""
     import torch
     dtype = getattr(torch, DTYPES[dtype_name])
-    cls_name, cfg, name, source, workload_specs = load_spec(config, model_dir)
+    cls_name, cfg, name, source, workload_specs = load_spec(config, model_dir, same_model=bool(inputs))
     if inputs:
         tensors, extra_args = read_inputs_file(inputs)
         if batch is None:

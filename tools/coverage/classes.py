@@ -509,7 +509,7 @@ def _(c, g):
                        RandomFactory(torch.float32, 0))
 
 
-@entry("SD3Transformer2DModel", sample_size=8, patch_size=2, in_channels=4, num_layers=1, attention_head_dim=8,
+@entry("SD3Transformer2DModel", sample_size=8, patch_size=2, in_channels=4, num_layers=2, attention_head_dim=8,
        num_attention_heads=2, joint_attention_dim=16, caption_projection_dim=16, pooled_projection_dim=16,
        out_channels=4, pos_embed_max_size=8)
 def _(c, g):
