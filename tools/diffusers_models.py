@@ -113,12 +113,19 @@ def make_inputs(cls_name, cfg, wl, f):
         return dict(hidden_states=f.float(B, h * w, cfg["in_channels"] * p * p),
                     encoder_hidden_states=f.float(B, T, cfg["context_in_dim"]),
                     timestep=f.float(B), img_shapes=[[(1, h, w)]] * B, img_mask=img_mask)
-    if cls_name in ("WanTransformer3DModel", "ChronoEditTransformer3DModel", "SkyReelsV2Transformer3DModel"):
+    if cls_name in ("WanTransformer3DModel", "ChronoEditTransformer3DModel", "SkyReelsV2Transformer3DModel",
+                    "WanVACETransformer3DModel"):
         fr, h, w = latent_video(wl["frames"], wl["height"], wl["width"])
         kw = dict(hidden_states=f.float(B, cfg["in_channels"], fr, h, w), timestep=f.float(B),
                   encoder_hidden_states=f.float(B, T, cfg["text_dim"]))
         if cfg.get("image_dim"):
             kw["encoder_hidden_states_image"] = f.float(B, wl.get("image_len", 257), cfg["image_dim"])
+        if cls_name == "WanVACETransformer3DModel":
+            # WanVACEPipeline: the control video (masked frames and reference latents) at the
+            # latents' grid with vace_in_channels channels, and one scale per VACE block.
+            vace = cfg.get("vace_layers", [0, 5, 10, 15, 20, 25, 30, 35])
+            kw["control_hidden_states"] = f.float(B, cfg.get("vace_in_channels", 96), fr, h, w)
+            kw["control_hidden_states_scale"] = f.float(len(vace), dtype=torch.float32)
         return kw
     if cls_name == "HeliosTransformer3DModel":
         fr, h, w = wl["latent_frames"], wl["height"] // 8, wl["width"] // 8
@@ -201,6 +208,36 @@ def make_inputs(cls_name, cfg, wl, f):
         return dict(hidden_states=f.float(B, cfg.get("in_channels", 32), h, w),
                     encoder_hidden_states=f.float(B, T, cfg.get("caption_channels", 2304)),
                     encoder_attention_mask=f.ints(B, T, values=[1] * (B * T)), timestep=f.float(B))
+    if cls_name in ("CogView4Transformer2DModel", "CogView3PlusTransformer2DModel"):
+        # CogView4Pipeline / CogView3PlusPipeline: 16-channel latents (8x), the prompt's GLM-4 / T5
+        # features, and the micro-conditions original size, target size and crop corner in pixels.
+        h, w = wl["height"] // 8, wl["width"] // 8
+        size = [float(wl["height"]), float(wl["width"])] * B
+        return dict(hidden_states=f.float(B, cfg.get("in_channels", 16), h, w),
+                    encoder_hidden_states=f.float(B, T, cfg.get("text_embed_dim", 4096)), timestep=f.float(B),
+                    original_size=f.ints(B, 2, values=size, dtype=f.dtype),
+                    target_size=f.ints(B, 2, values=size, dtype=f.dtype),
+                    crop_coords=f.ints(B, 2, values=[0.0] * (2 * B), dtype=f.dtype))
+    if cls_name == "PixArtTransformer2DModel":
+        # PixArtSigmaPipeline: 4-channel latents (8x), T5 captions padded to max_sequence_length
+        # with their mask; the micro-conditions are off in the Sigma config.
+        h, w = wl["height"] // 8, wl["width"] // 8
+        return dict(hidden_states=f.float(B, cfg.get("in_channels", 4), h, w),
+                    encoder_hidden_states=f.float(B, T, cfg.get("caption_channels", 4096)),
+                    encoder_attention_mask=f.ints(B, T, values=[1] * (B * T)), timestep=f.float(B),
+                    added_cond_kwargs={"resolution": None, "aspect_ratio": None})
+    if cls_name == "SD3Transformer2DModel":
+        # StableDiffusion3Pipeline: 16-channel latents (8x); CLIP-L/G (77) and T5 (256) tokens
+        # joined, 4096 features; the CLIP pooled projections.
+        h, w = wl["height"] // 8, wl["width"] // 8
+        return dict(hidden_states=f.float(B, cfg.get("in_channels", 16), h, w),
+                    encoder_hidden_states=f.float(B, T, cfg.get("joint_attention_dim", 4096)),
+                    pooled_projections=f.float(B, cfg.get("pooled_projection_dim", 2048)), timestep=f.float(B))
+    if cls_name == "AuraFlowTransformer2DModel":
+        # AuraFlowPipeline: 4-channel latents (8x), Pile-T5 captions padded to 256 tokens.
+        h, w = wl["height"] // 8, wl["width"] // 8
+        return dict(hidden_states=f.float(B, cfg.get("in_channels", 4), h, w),
+                    encoder_hidden_states=f.float(B, T, cfg.get("joint_attention_dim", 2048)), timestep=f.float(B))
     raise SystemExit("no input builder for class %s" % cls_name)
 
 
