@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "compiler/compile.h"
+#include "compiler/cost/graph_predict.h"
 #include "compiler/program/lowering.h"
 #include "compiler/program/plan_edit_error.h"
 
@@ -92,10 +93,14 @@ std::vector<Candidate> SearchMeshes(const SearchRequest& r, size_t keep_plans) {
       continue;
     }
     try {
-      program::LowerToProgramWithCost(*plan, *r.program, r.program_file, *r.graph);
       PredictOptions po = r.predict;
       po.workload = b.workload;
-      c.prediction = Predict(*r.program, &*plan, r.machine, po);
+      if (r.program != nullptr) {
+        program::LowerToProgramWithCost(*plan, *r.program, r.program_file, *r.graph);
+        c.prediction = Predict(*r.program, &*plan, r.machine, po);
+      } else {
+        c.prediction = PredictFromGraph(*r.graph, &*plan, r.machine, po);
+      }
       c.over_memory = r.memory_per_rank > 0 && c.prediction->peak_bytes > r.memory_per_rank;
       c.plan = std::move(plan);
     } catch (const std::exception& e) {

@@ -1,6 +1,6 @@
 #pragma once
 
-// `--mesh auto`: every mesh of N ranks a plan admits on a program, each compiled and lowered as
+// `--mesh auto`: every mesh of N ranks a plan admits on a program (or a graph), each compiled and lowered as
 // `weft check` would (refusals kept with their first diagnostic), predicted on a machine
 // (predict.h), and ranked by predicted time. Meshes over a memory limit are kept but marked, so
 // that a caller can say what each needs when none fits.
@@ -39,8 +39,8 @@ struct SearchRequest {
   const syntax::PlanAst* ast = nullptr;
   const source::SourceManager* sources = nullptr;  // the plan's (diagnostic text)
   std::string plan_file;
-  const model::ModelGraph* graph = nullptr;  // the program's weft.graph/1 view
-  const program::Program* program = nullptr;
+  const model::ModelGraph* graph = nullptr;  // the program's weft.graph/1 view, or the graph itself
+  const program::Program* program = nullptr;  // nullptr: estimated from the graph (graph_predict.h)
   std::string program_file;
   std::string workload;       // "" = the graph's first
   int nproc = 1;

@@ -61,6 +61,7 @@ struct Prediction {
   int64_t base_bytes = 0, group_bytes = 0, param_bytes = 0, weight_buffer_bytes = 0, activation_bytes = 0;
   int64_t peak_bytes = 0;
   std::vector<std::string> notes;  // assumptions made (a collective priced from another group size ...)
+  bool from_graph = false;  // an estimate from a graph's module calls (graph_predict.h), not a program's nodes
 };
 
 // `plan` nullptr: the program unsharded on one rank. Throws std::runtime_error when the profile

@@ -3,8 +3,9 @@
 // split or gathered, how attention runs, how weights are sharded, which collectives run and
 // how many bytes each rank sends; then the totals per axis and the memory per rank.
 //
-// With `--machine PROFILE` (and a --program), the predicted time and memory per rank on that
-// machine follow (compiler/cost/predict.h). `--mesh auto --nproc N --machine PROFILE` weighs every
+// With `--machine PROFILE`, the predicted time and memory per rank on that machine follow
+// (compiler/cost/predict.h on a --program; on a --graph, a coarser estimate from its module calls,
+// compiler/cost/graph_predict.h). `--mesh auto --nproc N --machine PROFILE` weighs every
 // mesh of N ranks instead (compiler/cost/mesh_search.h): a ranking by predicted time with its
 // terms, the meshes over --memory-per-rank marked, and why the plan refuses the others.
 #include <CLI/CLI.hpp>
@@ -19,6 +20,7 @@
 #include <unordered_set>
 
 #include "compiler/compile.h"
+#include "compiler/cost/graph_predict.h"
 #include "compiler/cost/mesh_search.h"
 #include "compiler/cost/predict.h"
 #include "compiler/diag/consumer.h"
@@ -207,8 +209,12 @@ std::string Ms(double s) { return cost::FormatSeconds(s); }
 // The prediction's terms, one line.
 std::string Terms(const cost::Prediction& p) {
   std::ostringstream o;
-  o << "matmul " << Ms(p.matmul_s) << ", attention " << Ms(p.attention_s) << ", memory-bound " << Ms(p.memory_s)
-    << ", overhead " << Ms(p.overhead_s) << " (" << p.nodes << " nodes), collectives " << Ms(p.comm_s);
+  o << "matmul " << Ms(p.matmul_s) << ", attention " << Ms(p.attention_s) << ", memory-bound " << Ms(p.memory_s);
+  if (p.from_graph) {
+    o << " (" << p.nodes << " module calls), collectives " << Ms(p.comm_s);
+  } else {
+    o << ", overhead " << Ms(p.overhead_s) << " (" << p.nodes << " nodes), collectives " << Ms(p.comm_s);
+  }
   if (p.hidden_comm_s > 0) o << " (+" << Ms(p.hidden_comm_s) << " hidden)";
   return o.str();
 }
@@ -221,7 +227,7 @@ std::string MemoryTerms(const cost::Prediction& p) {
 }
 
 void PrintPrediction(const cost::Prediction& p, const std::string& machine, std::ostream& out) {
-  out << "predicted on " << machine << ": " << Ms(p.latency_s) << " per forward, " << plan::FormatBytes(p.peak_bytes)
+  out << (p.from_graph ? "estimated from the graph on " : "predicted on ") << machine << ": " << Ms(p.latency_s) << " per forward, " << plan::FormatBytes(p.peak_bytes)
       << " peak per rank (" << p.threads << " thread" << (p.threads == 1 ? "" : "s") << " per rank)\n"
       << "  time: " << Terms(p) << "\n  memory: " << MemoryTerms(p) << "\n";
   for (const std::string& n : p.notes) out << "  note: " << n << "\n";
@@ -257,6 +263,14 @@ void PrintRefusals(const std::vector<cost::Candidate>& all) {
   }
 }
 
+// Bytes per activation element of a graph: its first Linear weight's dtype (the model's).
+int64_t ActivationBytesOf(const model::ModelGraph& g) {
+  for (const model::Module& m : g.modules) {
+    if (const model::Param* w = m.FindParam("weight")) return std::max<int64_t>(1, model::DTypeBytes(w->dtype));
+  }
+  return 4;
+}
+
 int RunAuto(const ExplainOptions& eo) {
   const CompileOptions& o0 = eo.compile;
   if (eo.nproc <= 0) {
@@ -268,8 +282,9 @@ int RunAuto(const ExplainOptions& eo) {
                  "this machine; tools/machine_profiles/ has published ones)\n";
     return 2;
   }
-  if (o0.programs.size() != 1 || !o0.graphs.empty()) {
-    std::cerr << "weft explain: --mesh auto predicts on a program: give one --program M.pt2\n";
+  if (o0.programs.size() + o0.graphs.size() != 1) {
+    std::cerr << "weft explain: --mesh auto predicts on one model: give one --program M.pt2 (or one --graph G, "
+                 "a coarser estimate from its module calls)\n";
     return 2;
   }
   std::optional<cost::MachineProfile> machine = LoadMachine(eo.machine);
@@ -292,19 +307,20 @@ int RunAuto(const ExplainOptions& eo) {
   int status = 0;
   bool first = true;
   for (const Combination& c : in.combinations) {
-    const program::Program& prog = *in.programs[c.graph];
+    const program::Program* prog = in.programs[c.graph].get();
     auto search = [&](int nproc) {
       cost::SearchRequest r;
       r.ast = &*in.plans[c.plan];
       r.sources = &in.sources;
       r.plan_file = in.plan_files[c.plan];
       r.graph = &in.graphs[c.graph];
-      r.program = &prog;
+      r.program = prog;
       r.program_file = in.graph_files[c.graph];
       r.workload = c.workload;
       r.nproc = nproc;
       r.flags = in.meshes[c.mesh];
-      r.activation_bytes = prog.manifest && prog.manifest->dtype == "bf16" ? 2 : 4;
+      r.activation_bytes = prog != nullptr ? (prog->manifest && prog->manifest->dtype == "bf16" ? 2 : 4)
+                                           : ActivationBytesOf(in.graphs[c.graph]);
       r.memory_per_rank = eo.memory_per_rank;
       r.machine = *machine;
       return cost::SearchMeshes(r, 0);
@@ -437,17 +453,12 @@ int RunExplain(const ExplainOptions& eo) {
     first = false;
     Explain(*plan, in.graphs[c.graph], std::cout);
     if (machine) {
-      if (in.programs[c.graph] == nullptr) {
-        std::cerr << "weft explain: --machine predicts on a program: give --program M.pt2 (a graph has no nodes to "
-                     "price)\n";
-        failed = true;
-        continue;
-      }
       try {
         cost::PredictOptions po;
         po.workload = c.workload;
-        PrintPrediction(cost::Predict(*in.programs[c.graph], &*plan, *machine, po), MachineName(*machine, eo.machine),
-                        std::cout);
+        PrintPrediction(in.programs[c.graph] != nullptr ? cost::Predict(*in.programs[c.graph], &*plan, *machine, po)
+                                                        : cost::PredictFromGraph(in.graphs[c.graph], &*plan, *machine, po),
+                        MachineName(*machine, eo.machine), std::cout);
       } catch (const std::exception& e) {
         std::cerr << "weft explain: cannot predict: " << e.what() << "\n";
         failed = true;
@@ -465,7 +476,8 @@ Command MakeExplainCommand(CLI::App& weft) {
   CLI::App* app = weft.add_subcommand("explain", "Show per module what a compiled plan does and what it costs");
   AddCompileOptions(app, options->compile, /*many=*/false);
   app->add_option("--machine", options->machine, "A machine profile (weft.machine/1: `weft-run --calibrate -o FILE`, "
-                                                 "or tools/machine_profiles/): predict time and memory per rank on it");
+                                                 "or tools/machine_profiles/): predict time and memory per rank on it (from a --graph: an "
+                                                 "estimate from its module calls, a lower bound)");
   app->add_option("--nproc", options->nproc, "With --mesh auto: the ranks to weigh every mesh for")
       ->check(CLI::Range(1, 4096));
   app->add_option("--memory-per-rank", options->memory_per_rank,

@@ -7,10 +7,12 @@
 #include <set>
 
 #include "compiler/compile.h"
+#include "compiler/cost/graph_predict.h"
 #include "compiler/cost/machine_profile.h"
 #include "compiler/cost/mesh_search.h"
 #include "compiler/cost/node_cost.h"
 #include "compiler/cost/predict.h"
+#include "compiler/model/graph_json.h"
 #include "compiler/program/bindings.h"
 #include "compiler/program/graph_view.h"
 #include "compiler/program/lowering.h"
@@ -303,6 +305,78 @@ TEST(MeshSearch, AMemoryLimitPutsTheMeshesOverItLast) {
       EXPECT_TRUE(c.over_memory) << c.text;
     }
   }
+}
+
+// plans/flux.weft compiled at `mesh` against `graph` (and lowered into `program` when given).
+plan::ExecutionPlan CompileFluxOn(const model::ModelGraph& graph, const std::string& mesh_text,
+                                  const program::Program* program = nullptr, const std::string& program_file = "") {
+  Compiled& c = FluxPlan();
+  std::string error;
+  const auto spec = plan::ParseMeshSpec(mesh_text, &error);
+  EXPECT_TRUE(spec) << error;
+  bind::BindOptions b;
+  b.mesh.axes = spec->Axes(false);
+  b.workload = graph.workloads.front().name;
+  b.plan_file = kPlan;
+  b.activation_bytes = 2;
+  b.gathers_checked_by_dataflow = program != nullptr;
+  diag::CollectingConsumer sink;
+  diag::Emitter diags(c.sources, sink);
+  std::optional<plan::ExecutionPlan> p = CompileAst(*c.ast, graph, b, diags);
+  EXPECT_TRUE(p) << (sink.diagnostics().empty() ? "" : sink.diagnostics()[0].messages[0].text);
+  if (program != nullptr) program::LowerToProgramWithCost(*p, *program, program_file, graph);
+  return *p;
+}
+
+// The estimate from Flux.1-dev's graph (graphs/flux1-dev.graph.json, its module calls at 1024^2)
+// against the prediction from the program of the same published config (bf16, exported on the
+// fake device): the arithmetic of the Linear and attention calls is the program's to within 2 %,
+// unsharded and at ulysses=4, and the collectives are the same plan's, so equal; what a graph
+// cannot see (operators outside modules, per-operator overhead) makes it a lower bound.
+TEST(PredictFromGraph, MatchesTheProgramsArithmeticAndCollectivesAndIsALowerBound) {
+  model::GraphReadResult read = model::ReadGraphFile(kRoot + "/graphs/flux1-dev.graph.json");
+  ASSERT_TRUE(read.graph);
+  const std::string program_file = kRoot + "/tests/fixtures/programs/flux1-dev/program_bf16.pt2";
+  const program::Program program = program::ReadProgramFile(program_file);
+  const model::ModelGraph program_graph = program::GraphOfProgram(program);
+  const MachineProfile m = ReadMachineProfile(kRoot + "/tools/machine_profiles/h100-sxm.json", "", nullptr);
+  for (const std::string mesh : {"ulysses=1", "ulysses=4"}) {
+    const plan::ExecutionPlan on_graph = CompileFluxOn(*read.graph, mesh);
+    const plan::ExecutionPlan on_program = CompileFluxOn(program_graph, mesh, &program, program_file);
+    const Prediction g = PredictFromGraph(*read.graph, &on_graph, m, {});
+    const Prediction p = Predict(program, &on_program, m, {});
+    EXPECT_TRUE(g.from_graph);
+    EXPECT_FALSE(p.from_graph);
+    EXPECT_NEAR(g.matmul_s / p.matmul_s, 1.0, 0.05) << mesh;
+    EXPECT_NEAR(g.attention_s / p.attention_s, 1.0, 0.02) << mesh;
+    EXPECT_NEAR(g.flops / p.flops, 1.0, 0.05) << mesh;
+    EXPECT_NEAR(g.comm_s, p.comm_s, 1e-9) << mesh;
+    EXPECT_EQ(g.collectives, p.collectives) << mesh;
+    EXPECT_EQ(g.param_bytes, p.param_bytes) << mesh;
+    EXPECT_LT(g.latency_s, p.latency_s) << mesh;
+    EXPECT_NEAR(g.latency_s, g.matmul_s + g.attention_s + g.memory_s + g.comm_s, 1e-12) << mesh;
+  }
+}
+
+// --mesh auto on a graph: every mesh estimated from its module calls, ranked; Flux.1-dev at
+// 1024^2 on 8 H100s picks pure Ulysses, as the program-based search does (README).
+TEST(PredictFromGraph, MeshSearchOnAGraphRanksTheMeshes) {
+  model::GraphReadResult read = model::ReadGraphFile(kRoot + "/graphs/flux1-dev.graph.json");
+  ASSERT_TRUE(read.graph);
+  Compiled& c = FluxPlan();
+  SearchRequest r;
+  r.ast = &*c.ast;
+  r.sources = &c.sources;
+  r.plan_file = kPlan;
+  r.graph = &*read.graph;
+  r.nproc = 8;
+  r.activation_bytes = 2;
+  r.machine = ReadMachineProfile(kRoot + "/tools/machine_profiles/h100-sxm.json", "", nullptr);
+  const std::vector<Candidate> all = SearchMeshes(r);
+  ASSERT_FALSE(all.empty());
+  ASSERT_TRUE(all[0].prediction);
+  EXPECT_TRUE(all[0].prediction->from_graph);
+  EXPECT_EQ(all[0].mesh_arg, "ulysses=8");
 }
 
 }  // namespace
