@@ -300,6 +300,12 @@ class ShardFlow {
         for (size_t k = 0; k < sizes.size() && dim < 0; ++k) {
           if (sizes[k] == full) dim = static_cast<int64_t>(k);
         }
+        // Else the dim holding it times a factor (a text mask repeated per head along the batch:
+        // LTX's (batch x heads, 1, text) reshaped to (batch, heads, 1, text)); weft suggest traces
+        // it back through the repeat to the input to split.
+        for (size_t k = 0; k < sizes.size() && dim < 0 && full > 0; ++k) {
+          if (sizes[k] > full && sizes[k] % full == 0) dim = static_cast<int64_t>(k);
+        }
         Refuse(EditCheck::kTpColwiseEscapes, n, split_value, split,
                "it reshapes `" + self + "`, which is whole, to `" + r.name + "`, the local length of `" + split_value +
                    "` (each rank holds only its part of that dim)",

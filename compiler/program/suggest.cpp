@@ -89,6 +89,16 @@ class Suggester {
       // The input that carries the dim: same size (aligned from the right for broadcasts).
       std::string next;
       int64_t next_dim = -1;
+      // Each element repeated in place along the dim (a mask per head): its input's rows, each
+      // repeated, so a split of the input along the dim is a split of the output.
+      if (Is(*n, {"repeat_interleave.self_int"})) {
+        const std::optional<int64_t> along = IntInput(*n, "dim");
+        const std::vector<std::string> ins = TensorInputs(*n);
+        if (along && !ins.empty() && (*along == dim || *along + Rank(value) == dim)) {
+          value = ins.front();
+          continue;
+        }
+      }
       for (const std::string& in : TensorInputs(*n)) {
         if (state_input_.count(in)) continue;
         const int64_t r = Rank(in);

@@ -30,6 +30,8 @@ tolerance=""
 [ -f "$dir/tolerance" ] && tolerance="--tolerance $(cut -d' ' -f1 "$dir/tolerance")"
 set -- "ulysses=2 --ulysses-anything" "ring=2 --rotate p2p --ring-anything"
 grep -q '^tensor_parallel' "$out/plan.weft" && set -- "$@" "tp=2"
+# Guidance branches where the suggestion has them: the fixture's batch of 2 as 2 branches.
+grep -q '^guidance_parallel' "$out/plan.weft" && set -- "$@" "cfg=2"
 # More meshes where the fixture's `meshes` file lists them (one per line: USP, 3 uneven ranks ...).
 if [ -f "$dir/meshes" ]; then
   while IFS= read -r extra; do [ -n "$extra" ] && set -- "$@" "$extra"; done < "$dir/meshes"
