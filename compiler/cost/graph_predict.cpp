@@ -1,6 +1,7 @@
 #include "compiler/cost/graph_predict.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -89,13 +90,20 @@ Prediction PredictFromGraph(const model::ModelGraph& g, const plan::ExecutionPla
     return std::max(rate > 0 ? flops / rate : 0.0, bw > 0 ? bytes / bw : 0.0) * set.scale;
   };
 
-  double peak = 0;
+  // Activations: the compiled plan's largest module call per rank (lower.cpp); unsharded, the
+  // largest call's arguments and outputs.
+  double peak = plan != nullptr ? static_cast<double>(plan->cost.activation_bytes) : 0;
+  std::map<std::string, std::string> dtype_of;  // module -> its first tensor argument's dtype
   for (const model::ModuleCalls& mc : wl->calls) {
+    if (!mc.calls.empty()) {
+      if (const model::Value* x = FirstTensor(mc.calls.front())) dtype_of.emplace(mc.module, x->dtype);
+    }
     const model::Module* mod = g.FindModule(mc.module);
     if (mod == nullptr) continue;
     const bool linear = mod->type == "Linear";
     if (!linear && !mod->children.empty()) continue;  // its children carry its work
-    const double d = cfg * cp_degree(mc.module) * (linear && tp_modules.count(mc.module) ? tp : 1.0);
+    const double tp_d = linear && tp_modules.count(mc.module) ? tp : 1.0;
+    const double d = cfg * cp_degree(mc.module) * tp_d;
     for (const model::Call& c : mc.calls) {
       double in_bytes = 0, out_bytes = 0;
       for (const auto& [name, v] : c.args) {
@@ -103,7 +111,7 @@ Prediction PredictFromGraph(const model::ModelGraph& g, const plan::ExecutionPla
         in_bytes += TensorBytesOf(v);
       }
       for (const model::Value& v : c.outputs) out_bytes += TensorBytesOf(v);
-      peak = std::max(peak, (in_bytes + out_bytes) / d);
+      if (plan == nullptr) peak = std::max(peak, in_bytes + out_bytes);
       const model::Value* x = FirstTensor(c);
       if (x == nullptr) continue;
       if (linear) {
@@ -112,7 +120,7 @@ Prediction PredictFromGraph(const model::ModelGraph& g, const plan::ExecutionPla
         const double in = static_cast<double>(w->shape[1]), out = static_cast<double>(w->shape[0]);
         const double tokens = Numel(x->shape) / in;
         const double flops = 2 * tokens * in * out / d;
-        const double bytes = (in_bytes + out_bytes) / d + static_cast<double>(w->Bytes()) / (tp_modules.count(mc.module) ? tp : 1.0);
+        const double bytes = (in_bytes + out_bytes) / d + static_cast<double>(w->Bytes()) / tp_d;
         const double t = rate_time(m.matmul, x->dtype, flops, bytes, tokens * in * out / d);
         r.matmul_s += t;
         r.flops += flops;
@@ -120,8 +128,7 @@ Prediction PredictFromGraph(const model::ModelGraph& g, const plan::ExecutionPla
       } else {
         const double bytes = (in_bytes + out_bytes) / d;
         if (bytes <= 0) continue;
-        const double bw = RateAt(m, m.elementwise, x->dtype, bytes, r.threads, set.ranks);
-        r.memory_s += bw > 0 ? bytes / bw * set.scale : 0.0;
+        r.memory_s += rate_time(m.elementwise, x->dtype, 0, bytes, bytes);
         ++r.nodes;
       }
     }
@@ -137,12 +144,8 @@ Prediction PredictFromGraph(const model::ModelGraph& g, const plan::ExecutionPla
                               ? static_cast<double>(step->attention->ring)
                               : 1.0;
     // The kernel's dtype: the attention module's first tensor argument's.
-    std::string dtype = "f32";
-    for (const model::ModuleCalls& mc : wl->calls) {
-      if (mc.module != sc.site || mc.calls.empty()) continue;
-      if (const model::Value* x = FirstTensor(mc.calls.front())) dtype = x->dtype;
-      break;
-    }
+    const auto known = dtype_of.find(sc.site);
+    const std::string dtype = known != dtype_of.end() ? known->second : "f32";
     const double elem = static_cast<double>(std::max<int64_t>(1, model::DTypeBytes(dtype)));
     for (const model::AttentionCall& a : sc.calls) {
       if (a.q.size() != 4 || a.k.size() != 4) continue;

@@ -13,7 +13,7 @@
 // attention module itself when the plan splits around each attention call only); tp for a Linear
 // with a colwise or rowwise rule and for the heads of an attention whose projections are sharded.
 // The plan's collectives, the overlap and the memory per rank are priced as for a program
-// (predict_parts.h); activations are the largest module call's arguments and outputs (a lower
+// (predict_parts.h); activations are the compiled plan's largest module call per rank (a lower
 // bound: a program walks every value's liveness). What it cannot see -- operators outside any
 // module (residual adds, modulation), the interpreter's per-operator overhead -- is left out and
 // said so in the notes; on a program `weft explain --machine` prices every node.

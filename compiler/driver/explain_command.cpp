@@ -263,14 +263,6 @@ void PrintRefusals(const std::vector<cost::Candidate>& all) {
   }
 }
 
-// Bytes per activation element of a graph: its first Linear weight's dtype (the model's).
-int64_t ActivationBytesOf(const model::ModelGraph& g) {
-  for (const model::Module& m : g.modules) {
-    if (const model::Param* w = m.FindParam("weight")) return std::max<int64_t>(1, model::DTypeBytes(w->dtype));
-  }
-  return 4;
-}
-
 int RunAuto(const ExplainOptions& eo) {
   const CompileOptions& o0 = eo.compile;
   if (eo.nproc <= 0) {
@@ -320,7 +312,7 @@ int RunAuto(const ExplainOptions& eo) {
       r.nproc = nproc;
       r.flags = in.meshes[c.mesh];
       r.activation_bytes = prog != nullptr ? (prog->manifest && prog->manifest->dtype == "bf16" ? 2 : 4)
-                                           : ActivationBytesOf(in.graphs[c.graph]);
+                                           : in.activation_bytes;  // a graph's: --dtype, as for check
       r.memory_per_rank = eo.memory_per_rank;
       r.machine = *machine;
       return cost::SearchMeshes(r, 0);

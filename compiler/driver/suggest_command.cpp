@@ -37,7 +37,7 @@ struct SuggestOptions {
 
 // Each round moves one rule a step later in the dataflow or drops it, so the repair ends; the bound
 // only guards against a bug. A deep model needs many rounds: every block's split may step past
-// several nodes (Latte-1's 28 spatial and 28 temporal blocks take about 250).
+// several nodes (Latte-1's 28 spatial and 28 temporal blocks take more than 200).
 constexpr int kMaxRounds = 5000;
 
 // A diagnostic's message, short enough for a comment: without the program's path (the plan's

@@ -231,17 +231,9 @@ class LocalSizes {
   // instead, and a shard from then on. True when it was. (The group's lengths: a joint mask's
   // ones over the image meet text shards; a text-length arange meeting a mask split only over the
   // guidance branches stays whole along the text.)
-  //
-  // A whole tensor repeated or expanded to a size read off a shard (AuraFlow's register tokens
-  // `repeat(batch, 1, 1)`, LTX's RoPE expanded to the batch, under cfg) is built at the local
-  // length already at run time: a shard from then on, nothing to edit (shard_flow.cpp's
-  // LocalLengthFactory follows it as one).
   bool LocalizeFactory(const std::string& t, const FullLengths& with) {
     auto at = producer_.find(t);
-    if (at == producer_.end() || localized_.count(t)) return false;
-    const Node& f = p_.nodes[at->second];
-    const bool copies = f.target == "torch.ops.aten.expand.default" || f.target == "torch.ops.aten.repeat.default";
-    if (!IsFactory(f.target) && !(copies && SizedOffAShard(f))) return false;
+    if (at == producer_.end() || !IsFactory(p_.nodes[at->second].target) || localized_.count(t)) return false;
     const TensorMeta* meta = p_.FindTensor(t);
     if (meta == nullptr) return false;
     std::set<std::string> groups;
@@ -252,15 +244,17 @@ class LocalSizes {
       if (it != all_lengths_.end() && groups.count(edits_.edits[it->second].group)) of.insert(*it);
     }
     if (of.empty()) return false;
-    if (!copies) Localize(at->second, of, {});
+    Localize(at->second, of, {});
     localized_.insert(t);
     shard_[t] = of;
     return true;
   }
 
   // The output dims of a copy (`expand`, `repeat`) of a whole tensor whose size is a symbol read
-  // off a shard (`sym_size` of a split tensor): local at run time already. Empty when its input is
-  // a shard itself or no size is such a symbol.
+  // off a shard (`sym_size` of a split tensor): built at the local length already at run time
+  // (AuraFlow's register tokens `repeat(batch, 1, 1)`, LTX's RoPE expanded to the batch, under
+  // cfg), so a shard from then on with nothing to edit, as shard_flow.cpp's LocalLengthFactory
+  // follows it. Empty when its input is a shard itself or no size is such a symbol.
   std::vector<size_t> DimsSizedOffAShard(const Node& n) {
     std::vector<size_t> dims;
     for (const NamedArgument& in : n.inputs) {
@@ -284,12 +278,11 @@ class LocalSizes {
     }
     return dims;
   }
-  bool SizedOffAShard(const Node& n) { return !DimsSizedOffAShard(n).empty(); }
 
   void Visit(size_t index) {
     const Node& n = p_.nodes[index];
-    // A whole tensor copied to a size read off a shard is a shard where it is made (above): along
-    // the dims whose size is such a symbol.
+    // A whole tensor copied to a size read off a shard is a shard where it is made, along the dims
+    // whose size is such a symbol.
     if (n.target == "torch.ops.aten.expand.default" || n.target == "torch.ops.aten.repeat.default") {
       const std::vector<size_t> dims = DimsSizedOffAShard(n);
       const std::vector<std::string> outs = n.outputs.empty() ? std::vector<std::string>{} : n.outputs[0].TensorNames();
@@ -302,7 +295,6 @@ class LocalSizes {
           if (it != all_lengths_.end()) of.insert(*it);
         }
         if (!of.empty()) {
-          localized_.insert(outs[0]);
           shard_[outs[0]] = of;
           return;
         }

@@ -934,9 +934,9 @@ class ShardFlow {
       Refuse(EditCheck::kTpReducesShardedDim, n, v, s, "it takes a diagonal along the sharded dim (`" + equation + "`)");
     }
     for (size_t i = 0; i < operands.size(); ++i) {
+      if (i == first) continue;
       const size_t d = subscripts[i].find(letter);
       const Sharding* o = Find(operands[i]);
-      if (i == first) continue;
       if (d == std::string::npos) {
         if (o != nullptr) Refuse(EditCheck::kTpUnsupportedOperator, n, operands[i], *o, "two operands sharded along different letters");
         continue;

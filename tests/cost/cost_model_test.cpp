@@ -53,8 +53,11 @@ Compiled& FluxPlan() {
   return c;
 }
 
-// plans/flux.weft compiled and lowered at `mesh` on the tiny Flux program.
-plan::ExecutionPlan CompileAt(const std::string& mesh_text, plan::RotateMethod rotate = plan::RotateMethod::kAllGather) {
+// plans/flux.weft compiled at `mesh` against `graph` with activations of `activation_bytes`, and
+// lowered into `program` when given.
+plan::ExecutionPlan CompileFluxOn(const model::ModelGraph& graph, const std::string& mesh_text,
+                                  const program::Program* program, const std::string& program_file,
+                                  int64_t activation_bytes, plan::RotateMethod rotate = plan::RotateMethod::kAllGather) {
   Compiled& c = FluxPlan();
   std::string error;
   const auto spec = plan::ParseMeshSpec(mesh_text, &error);
@@ -62,16 +65,21 @@ plan::ExecutionPlan CompileAt(const std::string& mesh_text, plan::RotateMethod r
   bind::BindOptions b;
   b.mesh.axes = spec->Axes(false);
   b.mesh.rotate_method = rotate;
-  b.workload = c.graph.workloads.front().name;
+  b.workload = graph.workloads.front().name;
   b.plan_file = kPlan;
-  b.activation_bytes = 4;
-  b.gathers_checked_by_dataflow = true;
+  b.activation_bytes = activation_bytes;
+  b.gathers_checked_by_dataflow = program != nullptr;
   diag::CollectingConsumer sink;
   diag::Emitter diags(c.sources, sink);
-  std::optional<plan::ExecutionPlan> p = CompileAst(*c.ast, c.graph, b, diags);
+  std::optional<plan::ExecutionPlan> p = CompileAst(*c.ast, graph, b, diags);
   EXPECT_TRUE(p) << (sink.diagnostics().empty() ? "" : sink.diagnostics()[0].messages[0].text);
-  program::LowerToProgramWithCost(*p, Flux(), kProgram, c.graph);
+  if (program != nullptr) program::LowerToProgramWithCost(*p, *program, program_file, graph);
   return *p;
+}
+
+// plans/flux.weft compiled and lowered at `mesh` on the tiny Flux program.
+plan::ExecutionPlan CompileAt(const std::string& mesh_text, plan::RotateMethod rotate = plan::RotateMethod::kAllGather) {
+  return CompileFluxOn(FluxPlan().graph, mesh_text, &Flux(), kProgram, 4, rotate);
 }
 
 TEST(NodeCost, LinearIsTwiceTokensTimesTheWeight) {
@@ -307,27 +315,6 @@ TEST(MeshSearch, AMemoryLimitPutsTheMeshesOverItLast) {
   }
 }
 
-// plans/flux.weft compiled at `mesh` against `graph` (and lowered into `program` when given).
-plan::ExecutionPlan CompileFluxOn(const model::ModelGraph& graph, const std::string& mesh_text,
-                                  const program::Program* program = nullptr, const std::string& program_file = "") {
-  Compiled& c = FluxPlan();
-  std::string error;
-  const auto spec = plan::ParseMeshSpec(mesh_text, &error);
-  EXPECT_TRUE(spec) << error;
-  bind::BindOptions b;
-  b.mesh.axes = spec->Axes(false);
-  b.workload = graph.workloads.front().name;
-  b.plan_file = kPlan;
-  b.activation_bytes = 2;
-  b.gathers_checked_by_dataflow = program != nullptr;
-  diag::CollectingConsumer sink;
-  diag::Emitter diags(c.sources, sink);
-  std::optional<plan::ExecutionPlan> p = CompileAst(*c.ast, graph, b, diags);
-  EXPECT_TRUE(p) << (sink.diagnostics().empty() ? "" : sink.diagnostics()[0].messages[0].text);
-  if (program != nullptr) program::LowerToProgramWithCost(*p, *program, program_file, graph);
-  return *p;
-}
-
 // The estimate from Flux.1-dev's graph (graphs/flux1-dev.graph.json, its module calls at 1024^2)
 // against the prediction from the program of the same published config (bf16, exported on the
 // fake device): the arithmetic of the Linear and attention calls is the program's to within 2 %,
@@ -341,8 +328,8 @@ TEST(PredictFromGraph, MatchesTheProgramsArithmeticAndCollectivesAndIsALowerBoun
   const model::ModelGraph program_graph = program::GraphOfProgram(program);
   const MachineProfile m = ReadMachineProfile(kRoot + "/tools/machine_profiles/h100-sxm.json", "", nullptr);
   for (const std::string mesh : {"ulysses=1", "ulysses=4"}) {
-    const plan::ExecutionPlan on_graph = CompileFluxOn(*read.graph, mesh);
-    const plan::ExecutionPlan on_program = CompileFluxOn(program_graph, mesh, &program, program_file);
+    const plan::ExecutionPlan on_graph = CompileFluxOn(*read.graph, mesh, nullptr, "", 2);
+    const plan::ExecutionPlan on_program = CompileFluxOn(program_graph, mesh, &program, program_file, 2);
     const Prediction g = PredictFromGraph(*read.graph, &on_graph, m, {});
     const Prediction p = Predict(program, &on_program, m, {});
     EXPECT_TRUE(g.from_graph);
