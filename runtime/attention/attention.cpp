@@ -70,8 +70,9 @@ std::vector<int64_t> Offsets(const std::vector<int64_t>& lengths) {
 at::Tensor PairMaskOf(const std::string& where, const at::Tensor& pair, const at::Tensor& q, int64_t sq_total,
                       int64_t skv_total) {
   TORCH_CHECK(pair.dim() == 4 && (pair.size(0) == 1 || pair.size(0) == q.size(0)) && pair.size(1) == 1 &&
-                  pair.size(2) == sq_total && pair.size(3) == skv_total && pair.scalar_type() == at::kBool,
-              where, ": the mask over (query, key) pairs must be bool (B or 1, 1, Sq, Skv) over every rank's queries "
+                  pair.size(2) == sq_total && pair.size(3) == skv_total &&
+                  (pair.scalar_type() == at::kBool || at::isFloatingType(pair.scalar_type())),
+              where, ": the mask over (query, key) pairs must be bool or a float bias (B or 1, 1, Sq, Skv) over every rank's queries "
               "and keys, (", q.size(0), ", 1, ", sq_total, ", ", skv_total, "); got ", pair.scalar_type(), " ",
               pair.sizes());
   return pair.to(q.device());

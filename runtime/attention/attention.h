@@ -73,7 +73,8 @@ struct CpAttentionOptions {
   // Name of the call site (e.g. "transformer_blocks.3.attn"), used in error messages.
   std::string label;
   // A mask over (query, key) pairs of the whole call -- a sliding window, a block-diagonal
-  // segment mask -- as (B or 1, 1, Sq_total, Skv_total) bool, true = attend, the same on every
+  // segment mask -- as (B or 1, 1, Sq_total, Skv_total) bool, true = attend, or a float bias added
+  // to the scores (-inf = do not attend), the same on every
   // rank of the group, its rows and columns in the global order (the ranks' pieces concatenated
   // in rank order). It never moves: each rank applies the rows of its queries and the columns of
   // each key block it attends to, so the bytes sent are those without it. Combined with the key

@@ -40,18 +40,33 @@ void CheckPairMask(const at::Tensor& q, const at::Tensor& k, const std::optional
                   m.size(3) == k.size(1),
               "attention: a mask over (query, key) pairs must be (B or 1, 1, Sq, Skv) = (", q.size(0), ", 1, ", q.size(1),
               ", ", k.size(1), "); got ", m.sizes());
-  TORCH_CHECK(m.scalar_type() == at::kBool, "attention: a mask over (query, key) pairs must be bool, got ",
-              m.scalar_type());
+  TORCH_CHECK(m.scalar_type() == at::kBool || at::isFloatingType(m.scalar_type()),
+              "attention: a mask over (query, key) pairs must be bool or floating (a bias), got ", m.scalar_type());
 }
 
-// The key mask and the pair mask as one (B or 1, 1, Sq or 1, Skv) bool mask, true = attend.
+// A mask is bool (true = attend) or a floating bias added to the scores (-inf = do not attend),
+// as scaled_dot_product_attention takes its attn_mask.
+bool IsBias(const at::Tensor& mask) { return mask.scalar_type() != at::kBool; }
+
+// Where `mask` lets a query attend a key.
+at::Tensor Attends(const at::Tensor& mask) { return IsBias(mask) ? at::isneginf(mask).logical_not() : mask; }
+
+// The key mask and the pair mask as one (B or 1, 1, Sq or 1, Skv) mask: bool (true = attend),
+// or a bias when the pair mask is one (its masked keys -inf).
 std::optional<at::Tensor> CombinedMask(const at::Tensor& k, const std::optional<at::Tensor>& key_mask,
                                        const std::optional<at::Tensor>& pair_mask) {
   std::optional<at::Tensor> keys;
   if (key_mask) keys = key_mask->view({k.size(0), 1, 1, k.size(1)});
   if (!pair_mask) return keys;
   if (!keys) return *pair_mask;
+  if (IsBias(*pair_mask)) return at::where(*keys, *pair_mask, at::full({}, kNegInf, pair_mask->options()));
   return pair_mask->logical_and(*keys);
+}
+
+// `mask` as an additive float bias of `dtype`.
+at::Tensor AdditiveOf(const at::Tensor& mask, const at::TensorOptions& options) {
+  if (IsBias(mask)) return mask.to(options.dtype());
+  return at::zeros(mask.sizes(), options).masked_fill_(mask.logical_not(), kNegInf);
 }
 
 double ScaleOf(const at::Tensor& q, const std::optional<double>& scale) {
@@ -71,14 +86,14 @@ AttentionOutput EmptyKeys(const at::Tensor& q, bool return_lse) {
 // Fully masked rows of `mask` (B or 1, 1, Sq or 1, Skv): out 0, lse -inf, whatever the kernel
 // reported.
 void FixEmptyRows(AttentionOutput& result, const at::Tensor& mask) {
-  const at::Tensor empty = mask.logical_not().all(3);  // (B or 1, 1, Sq or 1)
+  const at::Tensor empty = Attends(mask).logical_not().all(3);  // (B or 1, 1, Sq or 1)
   if (empty.device().is_cpu() && !empty.any().item<bool>()) return;
   const at::Tensor rows = empty.transpose(1, 2);  // (B or 1, Sq or 1, 1): out and lse are (B, Sq, H[, D])
   result.out = result.out.masked_fill(rows.unsqueeze(-1), 0);
   if (result.lse.defined()) result.lse = result.lse.masked_fill(rows, kNegInf);
 }
 
-// `mask`: (B or 1, 1, Sq or 1, Skv) bool, true = attend.
+// `mask`: (B or 1, 1, Sq or 1, Skv) bool (true = attend) or a bias.
 AttentionOutput MathAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                               const std::optional<at::Tensor>& mask, double scale,
                               at::ScalarType compute_dtype, at::ScalarType lse_dtype) {
@@ -86,7 +101,11 @@ AttentionOutput MathAttention(const at::Tensor& q, const at::Tensor& k, const at
   const at::Tensor kh = k.to(compute_dtype).transpose(1, 2);
   const at::Tensor vh = v.to(compute_dtype).transpose(1, 2);
   at::Tensor scores = at::matmul(qh, kh.transpose(-1, -2)).mul_(scale);  // (B, H, Sq, Skv)
-  if (mask) scores.masked_fill_(mask->logical_not(), kNegInf);
+  if (mask && IsBias(*mask)) {
+    scores.add_(mask->to(compute_dtype));
+  } else if (mask) {
+    scores.masked_fill_(mask->logical_not(), kNegInf);
+  }
   at::Tensor lse = at::logsumexp(scores, -1, /*keepdim=*/true);  // -inf for empty rows
   at::Tensor probs = at::exp(scores.sub_(lse));
   probs.masked_fill_(at::isneginf(lse), 0);
@@ -116,7 +135,7 @@ AttentionOutput CudaFusedAttention(const at::Tensor& q, const at::Tensor& k, con
     // The memory-efficient kernel wants the bias's last dim aligned to 16 elements.
     const int64_t aligned = (skv + 15) / 16 * 16;
     at::Tensor storage = at::zeros({mask->size(0), 1, mask->size(2), aligned}, q.options());
-    storage.narrow(-1, 0, skv).masked_fill_(mask->logical_not(), kNegInf);
+    storage.narrow(-1, 0, skv).copy_(AdditiveOf(*mask, q.options()));
     bias = storage.narrow(-1, 0, skv).expand({b, h, sq, skv});
   }
   auto outputs = at::_scaled_dot_product_efficient_attention(qh, kh, vh, bias,
@@ -164,10 +183,10 @@ AttentionOutput LocalAttention(const at::Tensor& q, const at::Tensor& k, const a
   // padding). On CUDA they would synchronise, so the mask is always applied there.
   std::optional<at::Tensor> mask = CombinedMask(k, key_mask, pair_mask);
   if (mask && mask->device().is_cpu()) {
-    if (mask->all().item<bool>()) {
-      mask.reset();
-    } else if (!mask->any().item<bool>()) {
+    if (!Attends(*mask).any().item<bool>()) {
       return EmptyKeys(q, options.return_lse);
+    } else if (IsBias(*mask) ? mask->eq(0).all().item<bool>() : mask->all().item<bool>()) {
+      mask.reset();
     }
   }
 
@@ -194,7 +213,7 @@ AttentionOutput LocalAttention(const at::Tensor& q, const at::Tensor& k, const a
                   " in this build");
       // The CPU kernel takes an additive float mask of q's dtype (a bool mask is rejected).
       std::optional<at::Tensor> additive;
-      if (mask) additive = at::zeros(mask->sizes(), q.options()).masked_fill_(mask->logical_not(), kNegInf);
+      if (mask) additive = AdditiveOf(*mask, q.options());
       auto [out, lse] = at::_scaled_dot_product_flash_attention_for_cpu(
           q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), 0.0, false, additive, scale);
       result.out = out.transpose(1, 2);
@@ -208,8 +227,10 @@ AttentionOutput LocalAttention(const at::Tensor& q, const at::Tensor& k, const a
       break;
     }
     case LocalKernel::kNoLse: {
+      std::optional<at::Tensor> m;
+      if (mask) m = IsBias(*mask) ? mask->to(q.scalar_type()) : *mask;
       result.out = at::scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
-                                                    v.transpose(1, 2), mask, 0.0, false, scale)
+                                                    v.transpose(1, 2), m, 0.0, false, scale)
                        .transpose(1, 2);
       break;
     }

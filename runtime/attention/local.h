@@ -54,8 +54,10 @@ AttentionOutput LocalAttention(const at::Tensor& q, const at::Tensor& k, const a
                                const LocalAttentionOptions& options = {});
 
 // As above, with a mask over (query, key) pairs as well: `pair_mask` (B or 1, 1, Sq, Skv) bool,
-// true = attend (a sliding window, a block-diagonal segment mask), combined with the key mask.
-// A query row with no key left has out 0 and lse -inf.
+// true = attend (a sliding window, a block-diagonal segment mask), or floating: a bias added to
+// the scores, -inf = do not attend (scaled_dot_product_attention's float attn_mask: ALiBi, a
+// relative-position bias, Chroma's 0/1 mask). Combined with the key mask. A query row with no
+// key left has out 0 and lse -inf.
 AttentionOutput LocalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const std::optional<at::Tensor>& key_mask,
                                const std::optional<at::Tensor>& pair_mask,

@@ -95,6 +95,13 @@ std::vector<Spec> CommonCases(int64_t heads, RingRotate rotate, std::vector<int6
   window.options.return_lse = true;
   cases.push_back(window);
 
+  // The window as a float bias (a relative-position bias, Chroma's 0/1 mask squared into pairs):
+  // each rank adds its rows' and each key block's columns of it.
+  Spec bias = window;
+  bias.name = "pair_bias_uneven_joint";
+  bias.pair_bias = true;
+  cases.push_back(bias);
+
   Spec segments;
   segments.name = "pair_segments_cross_attention";
   segments.heads = heads;

@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -35,6 +36,9 @@ struct Spec {
   // ranks get it in the global order of their pieces. None when both are 0.
   int64_t pair_window = 0;
   int64_t pair_segments = 0;
+  // The pair mask as a float bias added to the scores (scaled_dot_product_attention's float
+  // attn_mask): a seeded value where it attends, -inf elsewhere.
+  bool pair_bias = false;
   at::ScalarType dtype = at::kFloat;
   CpAttentionOptions options;
   // Also check that the data bytes equal peers-and-limits.md (c)'s closed form (even splits,
@@ -125,6 +129,10 @@ inline void RunCase(dist::DistContext& ctx, const Spec& s) {
     const at::Tensor m = s.pair_window > 0 ? (i * skv - j * sq).abs() <= s.pair_window * std::max(sq, skv)
                                            : (i * s.pair_segments).div(sq, "floor") == (j * s.pair_segments).div(skv, "floor");
     pair = m.view({1, 1, sq, skv});
+    if (s.pair_bias) {
+      pair = at::where(*pair, at::randn({1, 1, sq, skv}, at::kDouble),
+                       at::full({}, -std::numeric_limits<double>::infinity(), at::kDouble));
+    }
   }
   const AttentionOutput ref = ReferenceAttention(q, k, v, mask, s.options.scale, at::kDouble, pair);
 

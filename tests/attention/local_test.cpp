@@ -114,6 +114,34 @@ TEST(LocalAttention, PairMaskEveryKernelAndRowsLeftWithoutKeys) {
   }
 }
 
+// A float mask over (query, key) pairs is a bias added to the scores, as
+// scaled_dot_product_attention adds its float attn_mask: every kernel against torch's own, with
+// -inf entries masking, a key mask on top, and a row the two leave without a key giving out 0.
+TEST(LocalAttention, PairBiasIsAddedToTheScoresAsTorchDoes) {
+  at::manual_seed(6);
+  const at::Tensor q = Rand({2, 6, 3, 8}), k = Rand({2, 9, 3, 8}), v = Rand({2, 9, 3, 8});
+  const at::Tensor i = at::arange(6, at::kLong).view({6, 1}), j = at::arange(9, at::kLong).view({1, 9});
+  const at::Tensor window = ((j >= i) & (j <= i + 3)).view({1, 1, 6, 9});
+  const at::Tensor bias = at::where(window, Rand({1, 1, 6, 9}), at::full({}, -INFINITY, at::kFloat));
+  at::Tensor keys = at::ones({2, 9}, at::kBool);
+  keys[1].narrow(0, 5, 4).fill_(false);
+  const at::Tensor torch_bias = at::where(keys.view({2, 1, 1, 9}), bias, at::full({}, -INFINITY, at::kFloat));
+  const at::Tensor want =
+      at::scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), torch_bias)
+          .transpose(1, 2);
+  for (LocalKernel kernel : {LocalKernel::kFused, LocalKernel::kMath, LocalKernel::kNoLse}) {
+    const AttentionOutput r =
+        LocalAttention(q, k, v, keys, bias, {std::nullopt, kernel, kernel != LocalKernel::kNoLse});
+    // Batch 1's query 5 sees no key: torch gives NaN or 0 there, weft 0.
+    EXPECT_LE(RelErr(r.out[0], want[0]), 1e-5) << LocalKernelName(kernel);
+    EXPECT_LE(RelErr(r.out[1].narrow(0, 0, 5), want[1].narrow(0, 0, 5)), 1e-5) << LocalKernelName(kernel);
+    EXPECT_EQ(r.out[1][5].abs().max().item<float>(), 0.0f) << LocalKernelName(kernel);
+  }
+  // A bias of zeros is no mask at all.
+  const AttentionOutput zero = LocalAttention(q, k, v, std::nullopt, at::zeros({1, 1, 6, 9}), {});
+  EXPECT_LE(RelErr(zero.out, LocalAttention(q, k, v, std::nullopt, {}).out), 1e-6);
+}
+
 TEST(LocalAttention, BadShapesAreClearErrors) {
   const at::Tensor q = Rand({1, 5, 3, 8}), k = Rand({1, 7, 3, 8});
   EXPECT_THROW(LocalAttention(q, k, Rand({1, 6, 3, 8}), std::nullopt), c10::Error);
