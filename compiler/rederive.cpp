@@ -128,7 +128,14 @@ std::string Describe(const plan::ProgramEdit& e) {
     case plan::ProgramEdit::Kind::kGather:
       os << " dim " << e.dim << " rank " << e.rank << (e.uneven ? " (uneven)" : "") << " over " << e.group;
       break;
-    case plan::ProgramEdit::Kind::kAttention: os << ": " << (e.attention ? Describe(*e.attention) : "no attention"); break;
+    case plan::ProgramEdit::Kind::kAttention:
+      os << ": " << (e.attention ? Describe(*e.attention) : "no attention");
+      // A pair mask over a joint sequence, reordered into the ranks' layout by these lengths.
+      if (!e.parts.empty()) {
+        os << ", its mask reordered by parts";
+        for (const std::string& part : e.parts) os << " " << part;
+      }
+      break;
     case plan::ProgramEdit::Kind::kAllReduce:
       os << (e.group == plan::kCpGroup ? ", over the CP group" : "") << (e.bias.empty() ? "" : ", bias `" + e.bias + "` after the sum");
       break;

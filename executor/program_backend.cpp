@@ -131,10 +131,12 @@ at::Tensor KeyPaddingMask(const at::Tensor& mask, const at::Tensor& q, const at:
 }
 
 // scaled_dot_product_attention's attn_mask over (query, key) pairs, whole on every rank (the
-// plan's pair_mask: a sliding window, segments of packed samples), as the bool (B or 1, 1, Sq,
-// Skv) mask the kernels slice per rank. An additive one must hold 0 (attend) and -inf or <= -1e3
-// (do not); a row masked whole by a finite amount attends to every key, as the one device's
-// softmax does (the row's maximum is subtracted: the mask is whole here, so no collective).
+// plan's pair_mask: a sliding window, segments of packed samples, a text mask squared into
+// pairs), as the (B or 1, 1, Sq, Skv) mask the kernels slice per rank: bool, or a float bias the
+// kernels add to the scores as the operator does. A float one of 0 (attend) and -inf or <= -1e3
+// (do not) becomes bool, which the kernels skip where it masks nothing; a row masked whole by a
+// finite amount then attends to every key, as the one device's softmax does (the row's maximum is
+// subtracted: the mask is whole here, so no collective).
 at::Tensor PairMask(const at::Tensor& mask, const at::Tensor& q, const std::string& where) {
   if (mask.dim() < 2 || mask.dim() > 4) {
     throw ExecError(where + ": the attention mask over (query, key) pairs has " + std::to_string(mask.dim()) +
@@ -164,25 +166,58 @@ at::Tensor PairMask(const at::Tensor& mask, const at::Tensor& q, const std::stri
   }
   constexpr double kMaskedAtMost = -1e3;  // as KeyPaddingMask
   const at::Tensor f = m4.to(at::kFloat);
+  if (f.isnan().any().item<bool>()) {
+    throw ExecError(where + ": the attention mask over (query, key) pairs holds NaN");
+  }
   auto binary = [&](const at::Tensor& x) { return ((x == 0) | (x <= kMaskedAtMost)).all().item<bool>(); };
-  if (f.isnan().any().item<bool>() || !binary(f)) {
-    throw ExecError(where + ": context-parallel attention takes additive masks of 0 (attend) and -inf or <= -1e3 "
-                    "(do not) only; this mask over (query, key) pairs has other values");
+  if (binary(f)) {
+    const at::Tensor row_max = f.amax(3, /*keepdim=*/true);
+    const at::Tensor shifted = f - at::where(row_max.isfinite(), row_max, at::zeros_like(row_max));
+    if (binary(shifted)) return shifted == 0;
   }
-  const at::Tensor row_max = f.amax(3, /*keepdim=*/true);
-  const at::Tensor shifted = f - at::where(row_max.isfinite(), row_max, at::zeros_like(row_max));
-  if (!binary(shifted)) {
-    throw ExecError(where + ": context-parallel attention takes additive masks of 0 (attend) and -inf or <= -1e3 "
-                    "(do not) only; a row of this one masks every key by amounts less than 1e3 apart");
-  }
-  return shifted == 0;
+  return m4;
 }
 
 }  // namespace
 
+// A whole mask over (query, key) pairs of a joint sequence (`parts`: each split stream's full
+// length, in the mask's order) with its rows and columns reordered as the kernels take them: every
+// CP rank's piece of each stream, rank after rank (what Split gives each rank, in rank order).
+// A local gather: no communication.
+at::Tensor ProgramBackend::InRankOrder(const at::Tensor& mask, const std::vector<int64_t>& parts,
+                                       const plan::ProgramEdit& edit, const std::string& where) const {
+  const int64_t ranks = ctx_.AxisSize(dist::Axis::kCp);
+  const int64_t total = std::accumulate(parts.begin(), parts.end(), int64_t{0});
+  if (mask.size(2) != total || mask.size(3) != total) {
+    throw ExecError(where + ": the attention mask over (query, key) pairs " + c10::str(mask.sizes()) +
+                    " does not lay out the joint sequence of " + c10::str(parts) + " tokens the plan split");
+  }
+  std::vector<std::vector<int64_t>> sizes;
+  for (const int64_t part : parts) {
+    if (!edit.uneven && part % ranks != 0) {
+      throw ExecError(where + ": a stream of " + std::to_string(part) + " tokens under the attention mask is not "
+                      "divisible by the CP degree " + std::to_string(ranks) +
+                      " (ring x ulysses); enable --ulysses-anything or --ring-anything for uneven splits");
+    }
+    sizes.push_back(plan::SplitSizes(part, ranks));
+  }
+  std::vector<int64_t> order;
+  order.reserve(static_cast<size_t>(total));
+  for (int64_t r = 0; r < ranks; ++r) {
+    int64_t start = 0;
+    for (size_t s = 0; s < parts.size(); ++s) {
+      const int64_t offset = start + std::accumulate(sizes[s].begin(), sizes[s].begin() + r, int64_t{0});
+      for (int64_t i = 0; i < sizes[s][static_cast<size_t>(r)]; ++i) order.push_back(offset + i);
+      start += parts[s];
+    }
+  }
+  const at::Tensor index = at::tensor(order, at::TensorOptions().dtype(at::kLong)).to(mask.device());
+  return mask.index_select(2, index).index_select(3, index);
+}
+
 at::Tensor ProgramBackend::Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                      const std::optional<at::Tensor>& attn_mask, std::optional<double> scale,
-                                     const plan::ProgramEdit& edit) {
+                                     const plan::ProgramEdit& edit, const std::vector<int64_t>& mask_parts) {
   const std::string where = Where(ctx_, edit.module, edit.origin);
   if (scale && std::abs(*scale - 1.0 / std::sqrt(static_cast<double>(q.size(-1)))) > 1e-12) {
     throw ExecError(where + ": context-parallel attention with a scale other than 1/sqrt(head_dim) is not supported");
@@ -190,6 +225,7 @@ at::Tensor ProgramBackend::Attention(const at::Tensor& q, const at::Tensor& k, c
   std::optional<at::Tensor> key_mask, pair_mask;
   if (attn_mask && edit.attention->pair_mask) {
     pair_mask = PairMask(*attn_mask, q, where);
+    if (!mask_parts.empty()) pair_mask = InRankOrder(*pair_mask, mask_parts, edit, where);
   } else if (attn_mask) {
     key_mask = KeyPaddingMask(*attn_mask, q, k, where, ctx_);
   }

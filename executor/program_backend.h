@@ -21,12 +21,15 @@ class ProgramBackend : public interp::EditBackend {
   at::Tensor Gather(const at::Tensor& x, const plan::ProgramEdit& edit) override;
   at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                        const std::optional<at::Tensor>& attn_mask, std::optional<double> scale,
-                       const plan::ProgramEdit& edit) override;
+                       const plan::ProgramEdit& edit, const std::vector<int64_t>& mask_parts) override;
   at::Tensor AllReduce(at::Tensor x, const std::optional<at::Tensor>& bias, const plan::ProgramEdit& edit) override;
   at::Tensor RmsNorm(const at::Tensor& x, int64_t normalized_dims, const std::optional<at::Tensor>& weight,
                      std::optional<double> eps, const plan::ProgramEdit& edit) override;
 
  private:
+  at::Tensor InRankOrder(const at::Tensor& mask, const std::vector<int64_t>& parts, const plan::ProgramEdit& edit,
+                         const std::string& where) const;
+
   dist::DistContext& ctx_;
   std::map<const plan::ProgramEdit*, std::unique_ptr<CpAttentionKernel>> kernels_;
 };

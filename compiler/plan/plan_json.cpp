@@ -172,6 +172,8 @@ J EditJson(const ProgramEdit& e) {
     j["new_value"] = e.new_value;
   }
   if (e.kind == ProgramEdit::Kind::kAttention && e.uneven) j["uneven"] = true;
+  // An attention's pair mask over a joint sequence: the streams' lengths it is reordered by.
+  if (e.kind == ProgramEdit::Kind::kAttention && !e.parts.empty()) j["parts"] = e.parts;
   if (e.kind == ProgramEdit::Kind::kAllReduce) {
     j["bias"] = e.bias;
     // A rowwise Linear's sum is over tp (the group left out); a linear attention's over the CP group.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -265,9 +266,33 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
     }
     return current(v);
   };
+  // The full lengths a pair mask's streams are read from (an attention edit's parts): the
+  // sym_size that the export computed may read the split tensor by the time it runs (a split at
+  // the graph input), so a twin reads the same dim of the value before its split.
+  std::map<std::string, std::string> whole_lengths;  // part -> the symbolic int read off a whole value
+  for (const plan::ProgramEdit& e : edits.edits) {
+    if (e.kind != Kind::kAttention) continue;
+    for (const std::string& part : e.parts) whole_lengths.emplace(part, part);
+  }
   // Graph inputs first: the root's splits.
   for (const std::string& in : graph_inputs) emit_after(in, -1);
   for (Node& n : p.nodes) {
+    std::optional<Node> whole_twin;
+    if (n.target == "torch.ops.aten.sym_size.int" && n.outputs.size() == 1 && n.outputs[0].sym_ints.size() == 1 &&
+        whole_lengths.count(n.outputs[0].sym_ints[0].name)) {
+      for (const NamedArgument& in : n.inputs) {
+        if (in.name != "self" || in.arg.kind != Argument::Kind::kTensor || read(n, in.arg.name) == in.arg.name) continue;
+        whole_twin = n;
+        const std::string part = n.outputs[0].sym_ints[0].name;
+        whole_twin->name = part + "@whole";
+        whole_twin->outputs[0].sym_ints[0].name = whole_twin->name;
+        if (auto sym = p.sym_int_values.find(part); sym != p.sym_int_values.end()) {
+          p.sym_int_values.emplace(whole_twin->name, sym->second);
+        }
+        whole_lengths[part] = whole_twin->name;
+      }
+    }
+    if (whole_twin) nodes.push_back(std::move(*whole_twin));
     std::map<std::string, std::string> reads;  // the node's inputs: program value -> what it reads now
     for (NamedArgument& in : n.inputs) {
       Rename(in.arg, [&](const std::string& v) -> std::string {
@@ -286,6 +311,15 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
     if (auto r = retarget.find(n.name); r != retarget.end()) {
       n.target = r->second.first;
       n.inputs.push_back(EditIndex(r->second.second));
+      // Attention whose mask over (query, key) pairs lays out several split streams: each one's
+      // full length, read at run time, as a split reads its parts.
+      if (const std::vector<std::string>& parts = edits.edits[r->second.second].parts; !parts.empty()) {
+        NamedArgument sizes;
+        sizes.name = "parts";
+        sizes.arg.kind = Argument::Kind::kSymInts;
+        for (const std::string& part : parts) sizes.arg.sym_ints.push_back(SymIntRef{true, whole_lengths[part], 0});
+        n.inputs.push_back(std::move(sizes));
+      }
     }
     std::string bias;  // a rowwise Linear's bias, added after the all-reduce
     const auto reduce = reduced.find(n.name);

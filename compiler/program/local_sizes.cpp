@@ -540,9 +540,10 @@ class LocalSizes {
   // packed samples -- reaches context-parallel attention node `n` (edit `site`): it stays whole, and
   // the kernels apply each rank's rows and each key block's columns (the edit's pair_mask). That
   // is exact when the mask is whole on every rank and its rows and its columns are each one split
-  // stream, so that the ranks' pieces in rank order are the mask's own order; anything else is
-  // refused by name.
-  void PairMask(const Node& n, size_t site, const std::string& mask, const TensorMeta& meta) {
+  // stream, so that the ranks' pieces in rank order are the mask's own order, or both the same
+  // concatenation of split streams, whose order the runtime makes the ranks' (the edit's parts);
+  // anything else is refused by name.
+  void PairMask(const Node& n, size_t index, size_t site, const std::string& mask, const TensorMeta& meta) {
     plan::ProgramEdit& attention = edits_.edits[site];
     const std::string module = ModuleOf(p_, n);
     auto refuse = [&](const std::string& why) {
@@ -574,10 +575,21 @@ class LocalSizes {
       return m != nullptr && m->sizes.size() == 4 && all_lengths_.count(canonical_.Of(m->sizes[2])) > 0 &&
              m->sizes[2].value == size.value;
     };
-    if (!laid_out_as(rows, meta.sizes[2], "query") || !laid_out_as(cols, meta.sizes[3], "key")) {
-      throw refuse("and its " + rows + " queries or " + cols + " keys are not one split stream each (a joint sequence "
-                   "of several streams lays the ranks' pieces out in another order than the mask's)");
+    if (laid_out_as(rows, meta.sizes[2], "query") && laid_out_as(cols, meta.sizes[3], "key")) {
+      attention.attention->pair_mask = true;
+      return;
     }
+    // A joint sequence of split streams (Chroma's cat(text, image), its text mask squared into
+    // pairs): each rank holds its piece of every stream, so the ranks' pieces in rank order are
+    // not the mask's order. The runtime reorders the mask's rows and columns into theirs (the
+    // edit's parts: each stream's full length), with no communication.
+    const std::vector<std::string> order = rows == cols ? CatOrder(index, module, rows, /*anywhere_before=*/true)
+                                                        : std::vector<std::string>{};
+    if (order.empty()) {
+      throw refuse("and its " + rows + " queries or " + cols + " keys are neither one split stream each nor one "
+                   "concatenation of split streams as both");
+    }
+    attention.parts = PartValues(n, index, site, mask, order);
     attention.attention->pair_mask = true;
   }
 
@@ -600,7 +612,7 @@ class LocalSizes {
       // text refiner: its text mask as rows and columns) has no per-key layout. A mask expanded
       // from one row (LTX per head) is one row per key, as the runtime checks by value.
       if (meta->sizes.size() == 4 && (meta->sizes[2].symbolic || meta->sizes[2].value != 1) && !ExpandedFromOneRow(mask)) {
-        PairMask(n, site, mask, *meta);
+        PairMask(n, index, site, mask, *meta);
         return;
       }
     }
@@ -627,32 +639,8 @@ class LocalSizes {
     e.origin = attention.origin;
     if (all_lengths_.count(keys) == 0) {
       // Several streams: their order is the cat that lays out this module's keys.
-      std::vector<std::string> order;
-      for (const Node& c : p_.nodes) {
-        if (c.target != "torch.ops.aten.cat.default" || !NodeInModule(p_, c, module) || c.outputs.empty()) continue;
-        const TensorMeta* out = p_.FindTensor(c.outputs[0].name);
-        int64_t cat_dim = 0;
-        for (const NamedArgument& in : c.inputs) {
-          if (in.name == "dim" && in.arg.kind == Argument::Kind::kInt) cat_dim = in.arg.i;
-        }
-        if (out == nullptr) continue;
-        if (cat_dim < 0) cat_dim += static_cast<int64_t>(out->sizes.size());
-        if (cat_dim < 0 || cat_dim >= static_cast<int64_t>(out->sizes.size()) ||
-            canonical_.Of(out->sizes[static_cast<size_t>(cat_dim)]) != keys) {
-          continue;
-        }
-        order.clear();
-        for (const std::string& part : c.inputs.empty() ? std::vector<std::string>{} : c.inputs[0].arg.TensorNames()) {
-          const TensorMeta* pm = p_.FindTensor(part);
-          order.push_back(pm == nullptr || cat_dim >= static_cast<int64_t>(pm->sizes.size())
-                              ? ""
-                              : canonical_.Of(pm->sizes[static_cast<size_t>(cat_dim)]));
-        }
-        break;
-      }
-      bool known = order.size() > 1;
-      for (const std::string& part : order) known = known && all_lengths_.count(part) > 0;
-      if (!known) {
+      const std::vector<std::string> order = CatOrder(index, module, keys, /*anywhere_before=*/false);
+      if (order.empty()) {
         throw PlanEditError(EditCheck::kMaskNotLaidOutWithKeys, attention.origin,
                             where_ + ": the mask `" + mask + "` of context-parallel attention `" + n.name +
                                 "` (module `" + module + "`" + RuleAt(attention.origin) + ") spans " + keys +
@@ -660,28 +648,78 @@ class LocalSizes {
                                 "this module: split it in the plan, or leave the attention local",
                             n.name, module);
       }
-      for (const std::string& part : order) {
-        std::string name;
-        size_t at = p_.nodes.size();
-        for (const auto& [value, sym] : p_.sym_int_values) {
-          auto produced = sym_producer_.find(value);
-          if (produced == sym_producer_.end() || produced->second >= index || produced->second >= at) continue;
-          if (canonical_.Of(sym) == part) {
-            name = value;
-            at = produced->second;
-          }
-        }
-        if (name.empty()) {
-          throw PlanEditError(EditCheck::kMaskNotLaidOutWithKeys, attention.origin,
-                              where_ + ": the mask `" + mask + "` of context-parallel attention `" + n.name +
-                                  "` lays out a part of " + part +
-                                  " keys, but no size of that length is computed before it",
-                              n.name, module);
-        }
-        e.parts.push_back(name);
-      }
+      e.parts = PartValues(n, index, site, mask, order);
     }
     added_.push_back(std::move(e));
+  }
+
+  // The split streams, in order, whose `cat` along a sequence dim lays out `length` tokens: the
+  // cat in `module` (HunyuanVideo's joint keys cat(video, text) inside its attention), or, with
+  // `anywhere_before`, any cat before node `index` (Chroma's single blocks read cat(text, image)
+  // made at the root), provided every such cat agrees on the order. Empty when no cat of split
+  // streams makes that length.
+  std::vector<std::string> CatOrder(size_t index, const std::string& module, const std::string& length,
+                                    bool anywhere_before) {
+    std::vector<std::string> found;
+    for (size_t c_index = 0; c_index < index && c_index < p_.nodes.size(); ++c_index) {
+      const Node& c = p_.nodes[c_index];
+      if (c.target != "torch.ops.aten.cat.default" || c.outputs.empty()) continue;
+      if (!anywhere_before && !NodeInModule(p_, c, module)) continue;
+      const TensorMeta* out = p_.FindTensor(c.outputs[0].name);
+      int64_t cat_dim = 0;
+      for (const NamedArgument& in : c.inputs) {
+        if (in.name == "dim" && in.arg.kind == Argument::Kind::kInt) cat_dim = in.arg.i;
+      }
+      if (out == nullptr) continue;
+      if (cat_dim < 0) cat_dim += static_cast<int64_t>(out->sizes.size());
+      if (cat_dim < 0 || cat_dim >= static_cast<int64_t>(out->sizes.size()) ||
+          canonical_.Of(out->sizes[static_cast<size_t>(cat_dim)]) != length) {
+        continue;
+      }
+      std::vector<std::string> order;
+      for (const std::string& part : c.inputs.empty() ? std::vector<std::string>{} : c.inputs[0].arg.TensorNames()) {
+        const TensorMeta* pm = p_.FindTensor(part);
+        order.push_back(pm == nullptr || cat_dim >= static_cast<int64_t>(pm->sizes.size())
+                            ? ""
+                            : canonical_.Of(pm->sizes[static_cast<size_t>(cat_dim)]));
+      }
+      bool known = order.size() > 1;
+      for (const std::string& part : order) known = known && all_lengths_.count(part) > 0;
+      if (!known) continue;
+      if (!found.empty() && found != order) return {};  // two layouts of the same length: ambiguous
+      found = order;
+      if (!anywhere_before) break;
+    }
+    return found;
+  }
+
+  // The symbolic-int values, computed before node `index`, holding the full length of each part
+  // of `order` (what the runtime reads each part's length from); refused when one has none.
+  std::vector<std::string> PartValues(const Node& n, size_t index, size_t site, const std::string& mask,
+                                      const std::vector<std::string>& order) {
+    const plan::ProgramEdit& attention = edits_.edits[site];
+    const std::string module = ModuleOf(p_, n);
+    std::vector<std::string> names;
+    for (const std::string& part : order) {
+      std::string name;
+      size_t at = p_.nodes.size();
+      for (const auto& [value, sym] : p_.sym_int_values) {
+        auto produced = sym_producer_.find(value);
+        if (produced == sym_producer_.end() || produced->second >= index || produced->second >= at) continue;
+        if (canonical_.Of(sym) == part) {
+          name = value;
+          at = produced->second;
+        }
+      }
+      if (name.empty()) {
+        throw PlanEditError(EditCheck::kMaskNotLaidOutWithKeys, attention.origin,
+                            where_ + ": the mask `" + mask + "` of context-parallel attention `" + n.name +
+                                "` lays out a part of " + part + " keys, but no size of that length is computed before it",
+                            n.name, module);
+      }
+      names.push_back(name);
+    }
+    return names;
   }
 
   static std::vector<std::string> SymbolsOf(const std::string& length) {

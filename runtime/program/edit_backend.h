@@ -22,10 +22,12 @@ class EditBackend {
   // `x` all-gathered along edit.dim over the CP group (weft.gather).
   virtual at::Tensor Gather(const at::Tensor& x, const plan::ProgramEdit& edit) = 0;
   // scaled_dot_product_attention(q, k, v, attn_mask, scale) as edit.attention says, q/k/v in the
-  // operator's (B, H, S, D) layout; returns (B, H, S, D) (weft.attention).
+  // operator's (B, H, S, D) layout; returns (B, H, S, D) (weft.attention). `mask_parts`: when
+  // the mask is over (query, key) pairs of a joint sequence, the full length of each split stream
+  // it lays out (edit.parts), in its order; empty otherwise.
   virtual at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const std::optional<at::Tensor>& attn_mask, std::optional<double> scale,
-                               const plan::ProgramEdit& edit) = 0;
+                               const plan::ProgramEdit& edit, const std::vector<int64_t>& mask_parts) = 0;
   // A rowwise Linear's partial output summed over the tp group, `bias` added once after the sum
   // (weft.all_reduce). May sum in place: nothing else reads the partial output.
   virtual at::Tensor AllReduce(at::Tensor x, const std::optional<at::Tensor>& bias, const plan::ProgramEdit& edit) = 0;

@@ -490,6 +490,19 @@ void PrepareEdit(Impl& impl, size_t n, Instr& instr) {
     if (!optional) Refuse(impl, n, std::string("has no argument `") + name + "`");
     return s;
   };
+  auto parts_of = [&] {
+    Source parts;  // the full lengths of the parts of a split dim, by symbolic-int slot
+    parts.kind = Source::Kind::kIntList;
+    for (const program::NamedArgument& in : node.inputs) {
+      if (in.name != "parts") continue;
+      if (in.arg.kind != AK::kSymInts) Refuse(impl, n, "argument `parts` must be symbolic ints");
+      for (const program::SymIntRef& r : in.arg.sym_ints) {
+        parts.slots.push_back(r.is_name ? impl.Slot(r.name) : -1);
+        parts.ints.push_back(r.value);
+      }
+    }
+    return parts;
+  };
   if (node.target == program::kAttentionTarget) {
     for (const program::NamedArgument& in : node.inputs) {
       const bool dropout = in.name == "dropout_p" && in.arg.kind == AK::kFloat && in.arg.f != 0.0;
@@ -505,19 +518,10 @@ void PrepareEdit(Impl& impl, size_t n, Instr& instr) {
       if (in.name == "scale" && in.arg.kind == AK::kFloat) scale.constant = in.arg.f;
     }
     instr.args.push_back(scale);
+    instr.args.push_back(parts_of());  // the streams a mask over (query, key) pairs lays out
   } else if (node.target == program::kSplitTarget || node.target == program::kGatherTarget) {
     instr.args = {tensor("self", false)};
-    Source parts;  // the full lengths of the parts of a split dim, by symbolic-int slot
-    parts.kind = Source::Kind::kIntList;
-    for (const program::NamedArgument& in : node.inputs) {
-      if (in.name != "parts") continue;
-      if (in.arg.kind != AK::kSymInts) Refuse(impl, n, "argument `parts` must be symbolic ints");
-      for (const program::SymIntRef& r : in.arg.sym_ints) {
-        parts.slots.push_back(r.is_name ? impl.Slot(r.name) : -1);
-        parts.ints.push_back(r.value);
-      }
-    }
-    instr.args.push_back(parts);
+    instr.args.push_back(parts_of());
   } else if (node.target == program::kAllReduceTarget) {
     instr.args = {tensor("self", false), tensor("bias", true)};
   } else if (node.target == program::kNormStatsTarget) {
@@ -953,7 +957,7 @@ std::vector<at::Tensor> Interpreter::Run(const std::vector<c10::IValue>& user_in
             std::optional<double> scale;
             if (!stack[4].isNone()) scale = stack[4].toDouble();
             out = impl.options.backend->Attention(stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor(), mask,
-                                                  scale, e);
+                                                  scale, e, stack[5].toIntVector());
           }
           stack.clear();
           stack.push_back(std::move(out));

@@ -7,6 +7,9 @@ usage: tamper_plan.py IN.plan.json OUT.plan.json EDIT_KIND
                                                              parameters swap places in its layout)
        tamper_plan.py IN.plan.json OUT.plan.json pair_mask (every attention's mask over (query,
                                                              key) pairs taken for a key mask)
+       tamper_plan.py IN.plan.json OUT.plan.json mask_parts (every attention's pair mask over a
+                                                              joint sequence left in the mask's
+                                                              own order: its parts dropped)
 """
 import hashlib
 import json
@@ -38,6 +41,12 @@ def main():
         if '"pair_mask"' not in json.dumps(doc):
             sys.exit("tamper_plan.py: %s has no attention with a pair mask" % src)
         strip(doc)
+    elif kind == "mask_parts":
+        attentions = [e for e in doc["program"]["edits"] if e["kind"] == "attention" and e.get("parts")]
+        if not attentions:
+            sys.exit("tamper_plan.py: %s has no attention whose pair mask has parts" % src)
+        for e in attentions:
+            del e["parts"]
     elif kind == "weights":
         block = doc["weights"]["blocks"][0]
         for key in ("params", "shapes", "dtypes"):

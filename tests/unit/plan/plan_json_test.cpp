@@ -137,6 +137,38 @@ TEST(PlanJsonTest, RoundTripIsExact) {
   EXPECT_EQ(r.plan->steps[0].splits[1].origin.ToString(), "plans/flux.weft:7:5");
 }
 
+// Program edits keep every field through JSON: an attention whose mask over (query, key) pairs
+// lays out a joint sequence keeps the streams' lengths it is reordered by (without them a runner
+// would apply the mask in its own order, not the ranks').
+TEST(PlanJsonTest, ProgramEditsRoundTripWithAnAttentionsMaskParts) {
+  ExecutionPlan p = SamplePlan();
+  ProgramEdits edits;
+  edits.program = "model.pt2";
+  edits.program_hash = "sha256:" + std::string(64, '0');
+  ProgramEdit split;
+  split.kind = ProgramEdit::Kind::kSplit;
+  split.value = "mask";
+  split.dim = 1;
+  split.rank = 2;
+  split.parts = {"sym_size_int_3", "sym_size_int_4"};
+  ProgramEdit attention;
+  attention.kind = ProgramEdit::Kind::kAttention;
+  attention.node = "scaled_dot_product_attention";
+  attention.attention = Attention{};
+  attention.attention->pair_mask = true;
+  attention.parts = {"sym_size_int_15", "sym_size_int_12"};
+  edits.edits = {split, attention};
+  p.program = edits;
+  const PlanReadResult r = ReadPlanJson(WritePlanJson(p));
+  ASSERT_TRUE(r.errors.empty()) << FormatPlanError("p.json", r.errors.front());
+  ASSERT_TRUE(r.plan->program.has_value());
+  ASSERT_EQ(r.plan->program->edits.size(), 2u);
+  EXPECT_EQ(r.plan->program->edits[0].parts, split.parts);
+  EXPECT_EQ(r.plan->program->edits[1].parts, attention.parts);
+  EXPECT_TRUE(r.plan->program->edits[1].attention->pair_mask);
+  EXPECT_EQ(PlanContentHash(*r.plan), PlanContentHash(p));
+}
+
 TEST(PlanJsonTest, HashCoversContentButNotLayout) {
   const ExecutionPlan p = SamplePlan();
   ExecutionPlan q = SamplePlan();
