@@ -47,8 +47,13 @@ std::string Reason(const diag::Diagnostic& d, const std::string& program) {
   std::string text = d.messages[0].text;
   if (text.compare(0, program.size() + 2, program + ": ") == 0) text = text.substr(program.size() + 2);
   for (size_t at; (at = text.find(" (rule at ")) != std::string::npos;) {
-    const size_t end = text.find(')', at);
-    text.erase(at, end == std::string::npos ? std::string::npos : end - at + 1);
+    // Up to its closing parenthesis: a location may hold parentheses of its own.
+    size_t end = at + 1;
+    for (int depth = 0; end < text.size(); ++end) {
+      depth += text[end] == '(' ? 1 : text[end] == ')' ? -1 : 0;
+      if (depth == 0) break;
+    }
+    text.erase(at, end == text.size() ? std::string::npos : end - at + 1);
   }
   for (const char* tail : {"; its split comes from", "; its sharding comes from"}) {
     const size_t at = text.find(tail);

@@ -650,12 +650,33 @@ class ShardFlow {
       if (d == st.dim) Refuse(EditCheck::kTpReducesShardedDim, n, self, st, "it picks indices along the sharded dim");
       return Set(outs[0], st.dim, st.blocks, st.rule);
     }
+    if (OneOf(t, {"embedding.default"})) {  // out = weight[indices]: indices' dims, then the table's width
+      const std::string indices = TensorArg(n, "indices");
+      const Sharding* si = Find(indices);
+      if (si == nullptr) Refuse(EditCheck::kTpUnsupportedOperator, n, value, s, "looks its indices up in a sharded table");
+      if (in.size() > 1) Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "both the table and the indices are sharded");
+      return Set(outs[0], si->dim, si->blocks, si->rule);
+    }
     if (OneOf(t, {"index.Tensor"})) return Index(n, value, s);
     // x.new_zeros(size) reads only x's dtype and device: its output is whole, or a shard when
     // sized by a split's local length (LocalLengthFactory, after this node).
     if (OneOf(t, {"new_zeros.default", "new_ones.default", "new_empty.default", "new_full.default"}) &&
         in.size() == 1 && TensorArg(n, "self") == in[0].first) {
       return;
+    }
+    if (OneOf(t, {"gather.default"})) {  // out[..i..] = self[..index[..i..]..] along `dim`
+      // Along any other dim, self and index pair element for element (NucleusMoE gathers each
+      // token's chosen experts): both must be sharded alike there.
+      const std::string self = TensorArg(n, "self"), index = TensorArg(n, "index");
+      const Sharding* ss = Find(self);
+      const Sharding* si = Find(index);
+      if (ss == nullptr || si == nullptr || ss->dim != si->dim || !ss->SameLayout(*si)) {
+        Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it gathers from a tensor and at indices not sharded alike");
+      }
+      if (Norm(IntArg(n, "dim").value_or(0), Rank(self)) == ss->dim) {
+        Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it gathers along the sharded dim");
+      }
+      return Set(outs[0], ss->dim, ss->blocks, ss->rule);
     }
     if (OneOf(t, {"matmul.default", "bmm.default"})) return Matmul(n);
     if (OneOf(t, {"einsum.default"})) return Einsum(n);
@@ -790,7 +811,26 @@ class ShardFlow {
       }
       return Set(out, s.dim, s.blocks, s.rule);
     }
-    if (OneOf(t, {"conv1d.default", "conv2d.default", "conv3d.default", "convolution.default"})) {
+    if (OneOf(t, {"group_norm.default", "native_group_norm.default"})) {
+      // Statistics per sample over its groups of channels and every position (N, C, ...): a
+      // sharding of the batch passes; any other dim is normalized over.
+      if (TensorArg(n, "input") != value || s.dim != 0 || in.size() > 1) {
+        Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "a group norm takes its statistics over the sharded dim");
+      }
+      for (const std::string& o : outs) Set(o, 0, s.blocks, s.rule);
+      return;
+    }
+    if (OneOf(t, {"topk.default", "sort.default", "sort.stable"})) {
+      // Values and indices along `dim` (MoE routing picks experts per token): another dim keeps
+      // its sharding in both outputs.
+      if (Norm(IntArg(n, "dim").value_or(-1), rank) == s.dim) {
+        Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it ranks the elements of the sharded dim");
+      }
+      for (const std::string& o : outs) Set(o, s.dim, s.blocks, s.rule);
+      return;
+    }
+    if (OneOf(t, {"conv1d.default", "conv2d.default", "conv3d.default", "convolution.default",
+                  "conv_transpose1d.default", "conv_transpose2d.input", "conv_transpose3d.input"})) {
       // Each sample apart (N, C, ...): a sharding of the batch passes; channels and the spatial
       // dims are mixed by the kernel.
       if (TensorArg(n, "input") != value || s.dim != 0 || in.size() > 1) {

@@ -4,9 +4,12 @@
 // carries), each with its check and message.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "compiler/program/edits.h"
 #include "compiler/program/local_sizes.h"
 #include "compiler/program/lowering.h"
 #include "compiler/program/plan_edit_error.h"
@@ -122,10 +125,10 @@ void ExpectSplitRefused(const Program& p, EditCheck check, const std::string& me
 TEST(ShardFlow, TensorParallelRefusesAnOperatorItDoesNotFollow) {
   Builder b;
   b.Linear("y");
-  b.Add("z", "sort.default", {In("self", Tensor("y"))}, {2, 8});
+  b.Add("z", "nonzero.default", {In("self", Tensor("y"))}, {2, 8});
   b.Output("z");
   ExpectTpRefused(Colwise(), b.p, EditCheck::kTpUnsupportedOperator,
-      "program: tensor parallelism cannot shard node `z` (sort.default) at the root: weft does not follow a "
+      "program: tensor parallelism cannot shard node `z` (nonzero.default) at the root: weft does not follow a "
       "sharding through this operator; it reads `y`, tp-sharded along dim 1 in blocks [8]; its sharding "
       "comes from the TP rule for `layer` (rule at plan.weft:3:3)");
 }
@@ -172,10 +175,10 @@ TEST(ShardFlow, TensorParallelHeadReshapeBecomesLocal) {
 
 TEST(ShardFlow, SplitRefusesAnOperatorItDoesNotFollow) {
   Builder b;
-  b.Add("z", "sort.default", {In("self", Tensor("x"))}, {2, 8});
+  b.Add("z", "nonzero.default", {In("self", Tensor("x"))}, {2, 8});
   b.Output("z");
   ExpectSplitRefused(b.p, EditCheck::kCpUnsupportedOperator,
-      "program: a context-parallel split cannot pass node `z` (sort.default) at the root: weft does not "
+      "program: a context-parallel split cannot pass node `z` (nonzero.default) at the root: weft does not "
       "follow a sharding through this operator; it reads `x`, split along dim 0 in blocks [2]; its split "
       "comes from the plan's rule for the root (rule at plan.weft:5:5)");
 }
@@ -516,6 +519,95 @@ TEST(ShardFlow, IndexAtShardedPositionsIsSharded) {
       "for the root (rule at plan.weft:5:5)");
 }
 
+// An embedding table looked up at sharded indices (DiT's class labels split with the guidance
+// branches, token ids split with the sequence) is sharded as the indices are; the table's width
+// comes last, so reducing over it is fine and reducing over the indices' dim is not.
+TEST(ShardFlow, EmbeddingAtShardedIndicesIsSharded) {
+  Builder b(/*bare=*/true);
+  b.Input("x", {8}, InputSpec::Kind::kUserInput, "");
+  b.Input("table", {16, 4}, InputSpec::Kind::kUserInput, "");
+  b.Add("rows", "embedding.default", {In("weight", Tensor("table")), In("indices", Tensor("x"))}, {8, 4});
+  b.Add("w", "mean.dim", {In("self", Tensor("rows")), In("dim", Ints({1}))}, {8});
+  b.Add("s", "mean.dim", {In("self", Tensor("rows")), In("dim", Ints({0}))}, {4});
+  b.Output("w");
+  b.Output("s");
+  ExpectSplitRefused(b.p, EditCheck::kCpReducesSplitDim,
+      "program: a context-parallel split cannot pass node `s` (mean.dim) at the root: it reduces over "
+      "the sharded dim; it reads `rows`, split along dim 0 in blocks [8]; its split comes from the plan's rule "
+      "for the root (rule at plan.weft:5:5)");
+}
+
+// Per-sample operators pass a split of the batch (guidance branches) and refuse one of the dims
+// they mix: group norm (the legacy Transformer2DModel's input norm) over channels and positions,
+// a transposed convolution (AceStep's output) over positions, topk (NucleusMoE's routing) along
+// the dim it ranks -- topk elsewhere keeps the split in both its outputs.
+TEST(ShardFlow, GroupNormTransposedConvAndTopkPassTheBatchOnly) {
+  Builder b(/*bare=*/true);
+  b.Input("x", {2, 4, 6}, InputSpec::Kind::kUserInput, "");
+  b.Input("w", {4, 4, 3}, InputSpec::Kind::kUserInput, "");
+  b.Add("g", "group_norm.default", {In("input", Tensor("x")), In("num_groups", Int(2))}, {2, 4, 6});
+  b.Add("c", "conv_transpose1d.default", {In("input", Tensor("g")), In("weight", Tensor("w"))}, {2, 4, 8});
+  Node topk;
+  topk.name = "topk";
+  topk.target = "torch.ops.aten.topk.default";
+  topk.inputs = {In("self", Tensor("c")), In("k", Int(2)), In("dim", Int(-1))};
+  Argument values, indices;
+  values.kind = indices.kind = AK::kTensor;
+  values.name = "top_values";
+  indices.name = "top_indices";
+  topk.outputs = {values, indices};
+  b.p.nodes.push_back(topk);
+  b.p.tensor_values["top_values"] = b.p.tensor_values["c"];
+  b.p.tensor_values["top_indices"] = b.p.tensor_values["c"];
+  b.Output("top_values");
+  b.Output("top_indices");
+  plan::ProgramEdits batch = SplitX(0, 3);
+  batch.edits.push_back(GatherOf("top_values", 0, 3, 7));
+  batch.edits.push_back(GatherOf("top_indices", 0, 3, 8));
+  EXPECT_NO_THROW(CheckSplitDataflow(Mesh(plan::kUlyssesAxis), b.p, batch));
+
+  plan::ProgramEdits positions = SplitX(2, 3);
+  positions.edits.push_back(GatherOf("top_values", 2, 3, 7));
+  try {
+    CheckSplitDataflow(Mesh(plan::kUlyssesAxis), b.p, positions);
+    FAIL() << "a group norm over split positions accepted";
+  } catch (const PlanEditError& e) {
+    EXPECT_NE(std::string(e.what()).find("node `g` (group_norm.default) at the root: a group norm takes its statistics "
+                                         "over the sharded dim"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// gather(self, dim, index) pairs self and index element for element along every other dim: a
+// split passes when both carry it alike (NucleusMoE's chosen experts per token); an index left
+// whole, or a gather along the split dim, is refused.
+TEST(ShardFlow, GatherPassesASplitThatSelfAndIndexCarryAlike) {
+  Builder b(/*bare=*/true);
+  b.Input("x", {4, 6}, InputSpec::Kind::kUserInput, "");
+  b.Input("i", {4, 2}, InputSpec::Kind::kUserInput, "");
+  b.p.tensor_values["i"].dtype = ScalarType::kLong;
+  b.Add("g", "gather.default", {In("self", Tensor("x")), In("dim", Int(1)), In("index", Tensor("i"))}, {4, 2});
+  b.Output("g");
+  plan::ProgramEdits both = SplitX(0);
+  plan::ProgramEdit index = both.edits[0];
+  index.value = "i";
+  both.edits.push_back(index);
+  both.edits.push_back(GatherOf("g", 0, 2, 7));
+  EXPECT_NO_THROW(CheckSplitDataflow(Mesh(plan::kUlyssesAxis), b.p, both));
+  plan::ProgramEdits self_only = SplitX(0);
+  self_only.edits.push_back(GatherOf("g", 0, 2, 7));
+  try {
+    CheckSplitDataflow(Mesh(plan::kUlyssesAxis), b.p, self_only);
+    FAIL() << "a gather at whole indices accepted";
+  } catch (const PlanEditError& e) {
+    EXPECT_NE(std::string(e.what()).find("node `g` (gather.default) at the root: it gathers from a tensor and at indices "
+                                         "not sharded alike"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // A joint sequence of constant-length streams, each split by its own rule (CogVideoX: 226 text
 // tokens the export fixed, then the video): c = cat(x (8 tokens), y (12)) along dim 1.
 Builder JointSequence() {
@@ -698,9 +790,75 @@ TEST(LocalSizes, RefusesAMaskOverQueryKeyPairsOfAJointSequence) {
   edits.edits.push_back(AttentionEditOfO(plan::AttentionMode::kRing));
   ExpectRefused([&] { AddLocalSizeEdits(b.p, edits); }, EditCheck::kMaskNotLaidOutWithKeys,
                 "program: the mask `m` of context-parallel attention `o` (module `` (rule at plan.weft:7:3)) varies "
-                "along the queries as well as the keys, and its s0 queries or s0 + s1 keys are not one split stream "
-                "each (a joint sequence of several streams lays the ranks' pieces out in another order than the "
-                "mask's); leave this attention local");
+                "along the queries as well as the keys, and its s0 queries or s0 + s1 keys are neither one split "
+                "stream each nor one concatenation of split streams as both; leave this attention local");
+}
+
+// Self-attention over cat(x, y) of two split streams (Chroma's text and image) with a whole mask
+// over its (query, key) pairs: the mask stays whole, and the attention edit names the symbolic
+// ints of each stream's full length in the cat's order, which the edited program reads off x and
+// y before their splits (the export's sym_size reads the split x by then: a twin reads the whole).
+TEST(LocalSizes, AMaskOverPairsOfAJointSequenceIsReorderedByItsStreams) {
+  const SymInt joint{true, 12, "Add(Symbol('s0', positive=True, integer=True), Symbol('s1', positive=True, integer=True))"};
+  Builder b(/*bare=*/true);
+  b.Input("x", {1, 8, 8}, InputSpec::Kind::kUserInput, "");
+  b.p.tensor_values["x"].sizes[1] = Sym("s0", 8);
+  b.Input("y", {1, 4, 8}, InputSpec::Kind::kUserInput, "");
+  b.p.tensor_values["y"].sizes[1] = Sym("s1", 4);
+  b.Input("m", {1, 1, 12, 12}, InputSpec::Kind::kUserInput, "");
+  b.p.tensor_values["m"].sizes[2] = joint;
+  b.p.tensor_values["m"].sizes[3] = joint;
+  for (const auto& [size, of, sym] : {std::tuple{"nx", "x", "s0"}, std::tuple{"ny", "y", "s1"}}) {
+    Argument out;
+    out.kind = AK::kSymInt;
+    out.sym_ints = {SymIntRef{true, size, 0}};
+    b.Add(std::string(size) + "_node", "sym_size.int", {In("self", Tensor(of)), In("dim", Int(1))}, {});
+    b.p.nodes.back().target = "torch.ops.aten.sym_size.int";
+    b.p.nodes.back().outputs = {out};
+    b.p.sym_int_values[size] = Sym(sym, std::string(of) == "x" ? 8 : 4);
+  }
+  b.Add("q", "unsqueeze.default", {In("self", Tensor("x")), In("dim", Int(1))}, {1, 1, 8, 8});
+  b.p.tensor_values["q"].sizes[2] = Sym("s0", 8);
+  b.Add("r", "unsqueeze.default", {In("self", Tensor("y")), In("dim", Int(1))}, {1, 1, 4, 8});
+  b.p.tensor_values["r"].sizes[2] = Sym("s1", 4);
+  Argument both;
+  both.kind = AK::kTensors;
+  both.names = {"q", "r"};
+  b.Add("k", "cat.default", {In("tensors", both), In("dim", Int(2))}, {1, 1, 12, 8});
+  b.p.tensor_values["k"].sizes[2] = joint;
+  b.Add("o", "scaled_dot_product_attention.default",
+        {In("query", Tensor("k")), In("key", Tensor("k")), In("value", Tensor("k")), In("attn_mask", Tensor("m"))},
+        {1, 1, 12, 8});
+  b.p.tensor_values["o"].sizes[2] = joint;
+  b.Output("o");
+  plan::ProgramEdits edits = SplitXAndY({});
+  edits.edits.push_back(AttentionEditOfO(plan::AttentionMode::kRing));
+  AddLocalSizeEdits(b.p, edits);
+  const plan::ProgramEdit* attention = nullptr;
+  for (const plan::ProgramEdit& e : edits.edits) {
+    EXPECT_FALSE(e.kind == plan::ProgramEdit::Kind::kSplit && e.value == "m");
+    if (e.kind == plan::ProgramEdit::Kind::kAttention) attention = &e;
+  }
+  ASSERT_NE(attention, nullptr);
+  EXPECT_TRUE(attention->attention->pair_mask);
+  EXPECT_EQ(attention->parts, (std::vector<std::string>{"nx", "ny"}));
+
+  // Applied: the attention reads the lengths off the whole x and y.
+  ApplyEdits(b.p, edits);
+  std::map<std::string, std::string> reads;  // sym_size output -> the tensor it reads
+  std::vector<std::string> parts;
+  for (const Node& n : b.p.nodes) {
+    if (n.target == "torch.ops.aten.sym_size.int") reads[n.outputs[0].sym_ints[0].name] = n.inputs[0].arg.name;
+    if (n.target != kAttentionTarget) continue;
+    for (const NamedArgument& in : n.inputs) {
+      if (in.name != "parts") continue;
+      for (const SymIntRef& r : in.arg.sym_ints) parts.push_back(r.name);
+    }
+  }
+  ASSERT_EQ(parts, (std::vector<std::string>{"nx@whole", "ny@whole"}));
+  EXPECT_EQ(reads["nx@whole"], "x");
+  EXPECT_EQ(reads["ny@whole"], "y");
+  EXPECT_NE(reads["nx"], "x");  // the export's own reads the split
 }
 
 }  // namespace
