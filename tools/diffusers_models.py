@@ -238,6 +238,44 @@ def make_inputs(cls_name, cfg, wl, f):
         h, w = wl["height"] // 8, wl["width"] // 8
         return dict(hidden_states=f.float(B, cfg.get("in_channels", 4), h, w),
                     encoder_hidden_states=f.float(B, T, cfg.get("joint_attention_dim", 2048)), timestep=f.float(B))
+    if cls_name == "ChromaTransformer2DModel":
+        # ChromaPipeline: Flux's packed 64-channel latents (2x2 patches of 16 channels at 8x), T5-XXL
+        # captions padded to max_sequence_length 512, and `attention_mask` over text + image: the
+        # text mask in the text encoder's float dtype (padding masked but its first position) joined
+        # to ones for the image tokens. No pooled projection, no guidance embedding.
+        n = (wl["height"] // 16) * (wl["width"] // 16)
+        return dict(hidden_states=f.float(B, n, cfg.get("in_channels", 64)),
+                    encoder_hidden_states=f.float(B, T, cfg.get("joint_attention_dim", 4096)),
+                    timestep=f.float(B), img_ids=f.float(n, 3, dtype=torch.float32),
+                    txt_ids=f.float(T, 3, dtype=torch.float32),
+                    attention_mask=f.ints(B, T + n, values=[1.0] * (B * (T + n)), dtype=f.dtype))
+    if cls_name == "DiTTransformer2DModel":
+        # DiTPipeline: 4-channel SD-VAE latents (8x), ImageNet class labels (1000 = the null class of
+        # classifier-free guidance) and integer timesteps, one per sample.
+        h, w = wl["height"] // 8, wl["width"] // 8
+        return dict(hidden_states=f.float(B, cfg.get("in_channels", 4), h, w),
+                    timestep=f.ints(B, values=[500] * B), class_labels=f.ints(B, values=[207] * B))
+    if cls_name == "LatteTransformer3DModel":
+        # LattePipeline: 4-channel SD-VAE latents (8x) of `video_length` frames, T5 captions padded to
+        # max_sequence_length 120 (the pipeline passes no mask), one timestep per sample.
+        h, w = wl["height"] // 8, wl["width"] // 8
+        return dict(hidden_states=f.float(B, cfg.get("in_channels", 4), wl.get("frames", 16), h, w),
+                    encoder_hidden_states=f.float(B, T, cfg.get("caption_channels", 4096)), timestep=f.float(B))
+    if cls_name == "AllegroTransformer3DModel":
+        # AllegroPipeline: 4-channel latents (8x spatial, 4x temporal), T5 captions padded to 512 tokens
+        # with their mask, and the RoPE of _prepare_rotary_positional_embeddings: per-axis (cos, sin)
+        # tables of head_dim / 3 features and every token's (t, h, w) grid position, (1, tokens) each.
+        fr, h, w = (wl.get("frames", 88) + 3) // 4, wl["height"] // 8, wl["width"] // 8
+        p = cfg.get("patch_size", 2)
+        d = cfg.get("attention_head_dim", 96) // 3
+        grid = [(t, i, j) for t in range(fr) for i in range(h // p) for j in range(w // p)]  # plain ints: meta-safe
+        pos = [f.ints(1, len(grid), values=[g[a] for g in grid]) for a in range(3)]
+        tables = tuple((f.float(n, d, dtype=torch.float32), f.float(n, d, dtype=torch.float32))
+                       for n in (fr, h // p, w // p))
+        return dict(hidden_states=f.float(B, cfg.get("in_channels", 4), fr, h, w),
+                    encoder_hidden_states=f.float(B, T, cfg.get("caption_channels", 4096)), timestep=f.float(B),
+                    encoder_attention_mask=f.ints(B, T, values=[1] * (B * T)),
+                    image_rotary_emb=(tables, tuple(pos)))
     raise SystemExit("no input builder for class %s" % cls_name)
 
 

@@ -419,14 +419,25 @@ const model::Value* Binder::Resolve(const syntax::ShardItem& item, model::Module
       }
       return nullptr;
     }
-    if (t.index.value >= static_cast<int64_t>(v->elements.size())) {
+    // `arg[i]` is the i-th leaf, depth first, as in a program (which flattens its inputs): Allegro's
+    // RoPE ((tables of t, h, w), (positions of t, h, w)) has leaves 0-5 (cos, sin per axis) and 6-8.
+    std::vector<const model::Value*> leaves;
+    std::function<void(const model::Value&)> flatten = [&](const model::Value& e) {
+      if (e.kind == model::Value::Kind::kTuple) {
+        for (const model::Value& x : e.elements) flatten(x);
+      } else {
+        leaves.push_back(&e);
+      }
+    };
+    flatten(*v);
+    if (t.index.value >= static_cast<int64_t>(leaves.size())) {
       if (Once(Key(t.index.range, "elem"))) {
-        diags_.Emit(t.index.range, ElementOutOfRange, name, Display(m.path), static_cast<int64_t>(v->elements.size()),
+        diags_.Emit(t.index.range, ElementOutOfRange, name, Display(m.path), static_cast<int64_t>(leaves.size()),
                     t.index.value);
       }
       return nullptr;
     }
-    return &v->elements[static_cast<size_t>(t.index.value)];
+    return leaves[static_cast<size_t>(t.index.value)];
   }
   return v;
 }

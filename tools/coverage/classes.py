@@ -124,12 +124,22 @@ def _(c, g):
                 context_latents=g.f(B, 32, 8))
 
 
-@entry("AllegroTransformer3DModel", patch_size=2, patch_size_t=1, num_attention_heads=2, attention_head_dim=8,
-       in_channels=4, out_channels=4, num_layers=1, cross_attention_dim=16, sample_height=8, sample_width=8,
+# head_dim 12: Allegro's RoPE rotates a third of each head per axis (t, h, w), as in diffusers' tests.
+@entry("AllegroTransformer3DModel", patch_size=2, patch_size_t=1, num_attention_heads=2, attention_head_dim=12,
+       in_channels=4, out_channels=4, num_layers=1, cross_attention_dim=24, sample_height=8, sample_width=8,
        sample_frames=2, caption_channels=16)
 def _(c, g):
+    import torch
+    from diffusers.models.embeddings import get_3d_rotary_pos_embed_allegro
+    # The RoPE as AllegroPipeline._prepare_rotary_positional_embeddings passes it: per-axis (cos, sin)
+    # tables and every token's (t, h, w) grid position, (1, tokens) each.
+    ft, fh, fw, gt, gh, gw = get_3d_rotary_pos_embed_allegro(
+        embed_dim=12, crops_coords=((0, 0), (4, 4)), grid_size=(4, 4), temporal_size=2,
+        interpolation_scale=(c["interpolation_scale_t"] if "interpolation_scale_t" in c else 2.2, 2.0, 2.0))
+    pos = torch.cartesian_prod(gt.long(), gh.long(), gw.long()).reshape(-1, 3).transpose(0, 1).reshape(3, 1, -1)
+    rope = ((ft, fh, fw), tuple(p.contiguous() for p in pos))
     return dict(hidden_states=g.f(B, 4, 2, 8, 8), encoder_hidden_states=g.f(B, 8, 16), timestep=g.t(),
-                encoder_attention_mask=g.mask(8))
+                encoder_attention_mask=g.mask(8), image_rotary_emb=rope)
 
 
 _ANYFLOW = dict(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=16, in_channels=4, out_channels=4,
@@ -187,8 +197,12 @@ def _(c, g):
 @entry("ChromaTransformer2DModel", axes_dims_rope=(4, 6, 6), approximator_num_channels=16, approximator_hidden_dim=32,
        approximator_layers=1, **_FLUXLIKE)
 def _(c, g):
+    # The mask as ChromaPipeline passes it: the text mask (padding masked but its first position) in
+    # the text encoder's float dtype, joined to ones for the image tokens -- a float mask, which the
+    # blocks square into (query, key) pairs and scaled_dot_product_attention adds as a bias.
+    mask = g.torch.cat([g.mask(8, masked=(0, 3), dtype=g.torch.float32), g.torch.ones(B, 32, dtype=g.torch.bool)], 1)
     return dict(hidden_states=g.f(B, 32, 16), encoder_hidden_states=g.f(B, 8, 32), timestep=g.t(1.0),
-                img_ids=grid_ids(4, 8), txt_ids=text_ids(8))
+                img_ids=grid_ids(4, 8), txt_ids=text_ids(8), attention_mask=mask)
 
 
 _COGVIDEO = dict(num_attention_heads=2, attention_head_dim=8, in_channels=4, out_channels=4, time_embed_dim=16,
@@ -411,11 +425,14 @@ def _(c, g):
                 encoder_attention_mask=g.mask(T).bool())
 
 
+# Latte-1's kinds of layers (tools/model_configs/latte-1.json: gelu-approximate FFN, attention
+# biases) at 4 frames, so that its temporal attention splits over 2 and 4 ranks.
 @entry("LatteTransformer3DModel", num_attention_heads=2, attention_head_dim=8, in_channels=4, out_channels=8,
-       num_layers=1, cross_attention_dim=16, sample_size=8, patch_size=2, norm_type="ada_norm_single",
-       num_embeds_ada_norm=1000, caption_channels=16, video_length=2)
+       num_layers=1, cross_attention_dim=16, attention_bias=True, sample_size=8, patch_size=2,
+       activation_fn="gelu-approximate", norm_type="ada_norm_single", norm_elementwise_affine=False, norm_eps=1e-6,
+       num_embeds_ada_norm=1000, caption_channels=16, video_length=4)
 def _(c, g):
-    return dict(hidden_states=g.f(B, 4, 2, 8, 8), timestep=g.t(), encoder_hidden_states=g.f(B, 8, 16))
+    return dict(hidden_states=g.f(B, 4, 4, 8, 8), timestep=g.t(), encoder_hidden_states=g.f(B, 8, 16))
 
 
 @entry("LongCatImageTransformer2DModel", pooled_projection_dim=32, axes_dims_rope=[4, 6, 6], **_FLUXLIKE)
