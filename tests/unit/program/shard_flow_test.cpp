@@ -759,19 +759,32 @@ TEST(WeightSlices, TiedParameterIsRefusedNamingBothModules) {
   EXPECT_NO_THROW(CheckWeightsUntied(plan, b.p));
 }
 
-// Keys of two split streams joined (x: s0, y: s1): the ranks' pieces are laid out per stream,
-// not in the mask's order.
-TEST(LocalSizes, RefusesAMaskOverQueryKeyPairsOfAJointSequence) {
-  const SymInt joint{true, 12, "Add(Symbol('s0', positive=True, integer=True), Symbol('s1', positive=True, integer=True))"};
+// Attention `o` over keys cat(q, r) of two split streams x (s0 tokens) and y (s1), joined along
+// dim 2, with a whole mask `m` over (query, key) pairs; its queries are x's alone or, `joint`,
+// the keys themselves (self-attention over the joint sequence). `sizes`: sym_size nodes `nx`, `ny`
+// reading each stream's length before the cat.
+Builder JointSequenceAttention(bool joint, bool sizes) {
+  const SymInt both_lengths{true, 12, "Add(Symbol('s0', positive=True, integer=True), Symbol('s1', positive=True, integer=True))"};
   Builder b(/*bare=*/true);
   b.Input("x", {1, 8, 8}, InputSpec::Kind::kUserInput, "");
   b.p.tensor_values["x"].sizes[1] = Sym("s0", 8);
   b.Input("y", {1, 4, 8}, InputSpec::Kind::kUserInput, "");
   b.p.tensor_values["y"].sizes[1] = Sym("s1", 4);
-  b.Input("m", {1, 1, 8, 12}, InputSpec::Kind::kUserInput, "");
+  b.Input("m", {1, 1, joint ? 12 : 8, 12}, InputSpec::Kind::kUserInput, "");
   b.p.tensor_values["m"].dtype = ScalarType::kBool;
-  b.p.tensor_values["m"].sizes[2] = Sym("s0", 8);
-  b.p.tensor_values["m"].sizes[3] = joint;
+  b.p.tensor_values["m"].sizes[2] = joint ? both_lengths : Sym("s0", 8);
+  b.p.tensor_values["m"].sizes[3] = both_lengths;
+  if (sizes) {
+    for (const auto& [size, of, sym, example] : {std::tuple{"nx", "x", "s0", 8}, std::tuple{"ny", "y", "s1", 4}}) {
+      Argument out;
+      out.kind = AK::kSymInt;
+      out.sym_ints = {SymIntRef{true, size, 0}};
+      b.Add(std::string(size) + "_node", "sym_size.int", {In("self", Tensor(of)), In("dim", Int(1))}, {});
+      b.p.nodes.back().target = "torch.ops.aten.sym_size.int";
+      b.p.nodes.back().outputs = {out};
+      b.p.sym_int_values[size] = Sym(sym, example);
+    }
+  }
   b.Add("q", "unsqueeze.default", {In("self", Tensor("x")), In("dim", Int(1))}, {1, 1, 8, 8});
   b.p.tensor_values["q"].sizes[2] = Sym("s0", 8);
   b.Add("r", "unsqueeze.default", {In("self", Tensor("y")), In("dim", Int(1))}, {1, 1, 4, 8});
@@ -780,12 +793,20 @@ TEST(LocalSizes, RefusesAMaskOverQueryKeyPairsOfAJointSequence) {
   both.kind = AK::kTensors;
   both.names = {"q", "r"};
   b.Add("k", "cat.default", {In("tensors", both), In("dim", Int(2))}, {1, 1, 12, 8});
-  b.p.tensor_values["k"].sizes[2] = joint;
+  b.p.tensor_values["k"].sizes[2] = both_lengths;
+  const std::string query = joint ? "k" : "q";
   b.Add("o", "scaled_dot_product_attention.default",
-        {In("query", Tensor("q")), In("key", Tensor("k")), In("value", Tensor("k")), In("attn_mask", Tensor("m"))},
-        {1, 1, 8, 8});
-  b.p.tensor_values["o"].sizes[2] = Sym("s0", 8);
+        {In("query", Tensor(query)), In("key", Tensor("k")), In("value", Tensor("k")), In("attn_mask", Tensor("m"))},
+        {1, 1, joint ? 12 : 8, 8});
+  b.p.tensor_values["o"].sizes[2] = joint ? both_lengths : Sym("s0", 8);
   b.Output("o");
+  return b;
+}
+
+// Keys of two split streams joined (x: s0, y: s1) under a mask whose queries are x's alone: the
+// rows and columns are laid out unalike, so no one reordering serves both.
+TEST(LocalSizes, RefusesAMaskOverQueryKeyPairsOfAJointSequence) {
+  Builder b = JointSequenceAttention(/*joint=*/false, /*sizes=*/false);
   plan::ProgramEdits edits = SplitXAndY({});
   edits.edits.push_back(AttentionEditOfO(plan::AttentionMode::kRing));
   ExpectRefused([&] { AddLocalSizeEdits(b.p, edits); }, EditCheck::kMaskNotLaidOutWithKeys,
@@ -799,38 +820,7 @@ TEST(LocalSizes, RefusesAMaskOverQueryKeyPairsOfAJointSequence) {
 // ints of each stream's full length in the cat's order, which the edited program reads off x and
 // y before their splits (the export's sym_size reads the split x by then: a twin reads the whole).
 TEST(LocalSizes, AMaskOverPairsOfAJointSequenceIsReorderedByItsStreams) {
-  const SymInt joint{true, 12, "Add(Symbol('s0', positive=True, integer=True), Symbol('s1', positive=True, integer=True))"};
-  Builder b(/*bare=*/true);
-  b.Input("x", {1, 8, 8}, InputSpec::Kind::kUserInput, "");
-  b.p.tensor_values["x"].sizes[1] = Sym("s0", 8);
-  b.Input("y", {1, 4, 8}, InputSpec::Kind::kUserInput, "");
-  b.p.tensor_values["y"].sizes[1] = Sym("s1", 4);
-  b.Input("m", {1, 1, 12, 12}, InputSpec::Kind::kUserInput, "");
-  b.p.tensor_values["m"].sizes[2] = joint;
-  b.p.tensor_values["m"].sizes[3] = joint;
-  for (const auto& [size, of, sym] : {std::tuple{"nx", "x", "s0"}, std::tuple{"ny", "y", "s1"}}) {
-    Argument out;
-    out.kind = AK::kSymInt;
-    out.sym_ints = {SymIntRef{true, size, 0}};
-    b.Add(std::string(size) + "_node", "sym_size.int", {In("self", Tensor(of)), In("dim", Int(1))}, {});
-    b.p.nodes.back().target = "torch.ops.aten.sym_size.int";
-    b.p.nodes.back().outputs = {out};
-    b.p.sym_int_values[size] = Sym(sym, std::string(of) == "x" ? 8 : 4);
-  }
-  b.Add("q", "unsqueeze.default", {In("self", Tensor("x")), In("dim", Int(1))}, {1, 1, 8, 8});
-  b.p.tensor_values["q"].sizes[2] = Sym("s0", 8);
-  b.Add("r", "unsqueeze.default", {In("self", Tensor("y")), In("dim", Int(1))}, {1, 1, 4, 8});
-  b.p.tensor_values["r"].sizes[2] = Sym("s1", 4);
-  Argument both;
-  both.kind = AK::kTensors;
-  both.names = {"q", "r"};
-  b.Add("k", "cat.default", {In("tensors", both), In("dim", Int(2))}, {1, 1, 12, 8});
-  b.p.tensor_values["k"].sizes[2] = joint;
-  b.Add("o", "scaled_dot_product_attention.default",
-        {In("query", Tensor("k")), In("key", Tensor("k")), In("value", Tensor("k")), In("attn_mask", Tensor("m"))},
-        {1, 1, 12, 8});
-  b.p.tensor_values["o"].sizes[2] = joint;
-  b.Output("o");
+  Builder b = JointSequenceAttention(/*joint=*/true, /*sizes=*/true);
   plan::ProgramEdits edits = SplitXAndY({});
   edits.edits.push_back(AttentionEditOfO(plan::AttentionMode::kRing));
   AddLocalSizeEdits(b.p, edits);
