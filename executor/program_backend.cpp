@@ -4,12 +4,23 @@
 
 #include <cmath>
 #include <numeric>
+#include <utility>
 
 #include "executor/exec_error.h"
 #include "executor/plan_on_ranks.h"
 #include "runtime/nn/layers.h"
 
 namespace weft::exec {
+namespace {
+
+// Rank `rank`'s piece of a stream of `length` split over `ranks`: its offset and length
+// (plan::SplitSizes: equal when `ranks` divides `length`, the first ranks one more otherwise).
+std::pair<int64_t, int64_t> PieceOf(int64_t length, int64_t ranks, int64_t rank) {
+  const std::vector<int64_t> sizes = plan::SplitSizes(length, ranks);
+  return {std::accumulate(sizes.begin(), sizes.begin() + rank, int64_t{0}), sizes[static_cast<size_t>(rank)]};
+}
+
+}  // namespace
 
 at::Tensor ProgramBackend::Split(const at::Tensor& x, const plan::ProgramEdit& edit, const std::vector<int64_t>& parts) {
   const std::string where = Where(ctx_, edit.module, edit.origin);
@@ -42,9 +53,8 @@ at::Tensor ProgramBackend::Split(const at::Tensor& x, const plan::ProgramEdit& e
       throw ExecError(where + ": `" + edit.value + "` carries " + std::to_string(part) + " guidance branches along dim " +
                       std::to_string(edit.dim) + ", fewer than the " + std::to_string(ranks) + " cfg ranks");
     }
-    const std::vector<int64_t> sizes = plan::SplitSizes(part, ranks);
-    const int64_t offset = std::accumulate(sizes.begin(), sizes.begin() + index, int64_t{0});
-    local.push_back(x.narrow(edit.dim, start + offset, sizes[index]));
+    const auto [offset, length_here] = PieceOf(part, ranks, index);
+    local.push_back(x.narrow(edit.dim, start + offset, length_here));
     start += part;
   }
   return local.size() == 1 ? local[0] : at::cat(local, edit.dim);
@@ -183,36 +193,38 @@ at::Tensor PairMask(const at::Tensor& mask, const at::Tensor& q, const std::stri
 // A whole mask over (query, key) pairs of a joint sequence (`parts`: each split stream's full
 // length, in the mask's order) with its rows and columns reordered as the kernels take them: every
 // CP rank's piece of each stream, rank after rank (what Split gives each rank, in rank order).
-// A local gather: no communication.
+// A local gather: no communication. The order is made once per site and lengths.
 at::Tensor ProgramBackend::InRankOrder(const at::Tensor& mask, const std::vector<int64_t>& parts,
-                                       const plan::ProgramEdit& edit, const std::string& where) const {
+                                       const plan::ProgramEdit& edit, const std::string& where) {
   const int64_t ranks = ctx_.AxisSize(dist::Axis::kCp);
   const int64_t total = std::accumulate(parts.begin(), parts.end(), int64_t{0});
   if (mask.size(2) != total || mask.size(3) != total) {
     throw ExecError(where + ": the attention mask over (query, key) pairs " + c10::str(mask.sizes()) +
                     " does not lay out the joint sequence of " + c10::str(parts) + " tokens the plan split");
   }
-  std::vector<std::vector<int64_t>> sizes;
-  for (const int64_t part : parts) {
-    if (!edit.uneven && part % ranks != 0) {
-      throw ExecError(where + ": a stream of " + std::to_string(part) + " tokens under the attention mask is not "
-                      "divisible by the CP degree " + std::to_string(ranks) +
-                      " (ring x ulysses); enable --ulysses-anything or --ring-anything for uneven splits");
+  if (ranks == 1) return mask;
+  RankOrder& cached = rank_orders_[&edit];
+  if (!cached.index.defined() || cached.parts != parts || cached.index.device() != mask.device()) {
+    for (const int64_t part : parts) {
+      if (!edit.uneven && part % ranks != 0) {
+        throw ExecError(where + ": a stream of " + std::to_string(part) + " tokens under the attention mask is not "
+                        "divisible by the CP degree " + std::to_string(ranks) +
+                        " (ring x ulysses); enable --ulysses-anything or --ring-anything for uneven splits");
+      }
     }
-    sizes.push_back(plan::SplitSizes(part, ranks));
-  }
-  std::vector<int64_t> order;
-  order.reserve(static_cast<size_t>(total));
-  for (int64_t r = 0; r < ranks; ++r) {
-    int64_t start = 0;
-    for (size_t s = 0; s < parts.size(); ++s) {
-      const int64_t offset = start + std::accumulate(sizes[s].begin(), sizes[s].begin() + r, int64_t{0});
-      for (int64_t i = 0; i < sizes[s][static_cast<size_t>(r)]; ++i) order.push_back(offset + i);
-      start += parts[s];
+    std::vector<int64_t> order;
+    order.reserve(static_cast<size_t>(total));
+    for (int64_t r = 0; r < ranks; ++r) {
+      int64_t start = 0;
+      for (const int64_t part : parts) {
+        const auto [offset, length] = PieceOf(part, ranks, r);
+        for (int64_t i = 0; i < length; ++i) order.push_back(start + offset + i);
+        start += part;
+      }
     }
+    cached = {parts, at::tensor(order, at::TensorOptions().dtype(at::kLong)).to(mask.device())};
   }
-  const at::Tensor index = at::tensor(order, at::TensorOptions().dtype(at::kLong)).to(mask.device());
-  return mask.index_select(2, index).index_select(3, index);
+  return mask.index_select(2, cached.index).index_select(3, cached.index);
 }
 
 at::Tensor ProgramBackend::Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

@@ -7,6 +7,7 @@
 
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "executor/cp_attention.h"
 #include "runtime/dist/dist_context.h"
@@ -28,10 +29,17 @@ class ProgramBackend : public interp::EditBackend {
 
  private:
   at::Tensor InRankOrder(const at::Tensor& mask, const std::vector<int64_t>& parts, const plan::ProgramEdit& edit,
-                         const std::string& where) const;
+                         const std::string& where);
+
+  // A pair mask's rows and columns in the ranks' order, for the stream lengths it was made for.
+  struct RankOrder {
+    std::vector<int64_t> parts;
+    at::Tensor index;
+  };
 
   dist::DistContext& ctx_;
   std::map<const plan::ProgramEdit*, std::unique_ptr<CpAttentionKernel>> kernels_;
+  std::map<const plan::ProgramEdit*, RankOrder> rank_orders_;
 };
 
 }  // namespace weft::exec

@@ -25,6 +25,15 @@ NamedArgument EditIndex(size_t edit) {
   return index;
 }
 
+// `parts`: the symbolic ints holding the full length of each stream a dim lays out.
+NamedArgument PartsArgument(const std::vector<std::string>& parts) {
+  NamedArgument sizes;
+  sizes.name = "parts";
+  sizes.arg.kind = Argument::Kind::kSymInts;
+  for (const std::string& part : parts) sizes.arg.sym_ints.push_back(SymIntRef{true, part, 0});
+  return sizes;
+}
+
 Node EditNode(const std::string& target, size_t edit, const std::string& input, const std::string& output, int32_t stack,
               const std::vector<std::string>& parts = {}) {
   Node n;
@@ -35,13 +44,7 @@ Node EditNode(const std::string& target, size_t edit, const std::string& input, 
   self.arg.kind = Argument::Kind::kTensor;
   self.arg.name = input;
   n.inputs = {self, EditIndex(edit)};
-  if (!parts.empty()) {
-    NamedArgument sizes;
-    sizes.name = "parts";
-    sizes.arg.kind = Argument::Kind::kSymInts;
-    for (const std::string& part : parts) sizes.arg.sym_ints.push_back(SymIntRef{true, part, 0});
-    n.inputs.push_back(std::move(sizes));
-  }
+  if (!parts.empty()) n.inputs.push_back(PartsArgument(parts));
   Argument out;
   out.kind = Argument::Kind::kTensor;
   out.name = output;
@@ -239,6 +242,17 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
     auto it = renamed.find(v);
     return it == renamed.end() ? v : it->second;
   };
+  // The full lengths of the streams a split or a pair mask lays out (an edit's parts): the sym_size
+  // that the export computed may read the split tensor by the time it runs (a split at the graph
+  // input), so a twin reads the same dim of the value before its split (below).
+  std::map<std::string, std::string> whole_lengths;  // part -> the symbolic int read off a whole value
+  for (const plan::ProgramEdit& e : edits.edits) {
+    for (const std::string& part : e.parts) whole_lengths.emplace(part, part);
+  }
+  auto whole = [&](std::vector<std::string> parts) {
+    for (std::string& part : parts) part = whole_lengths[part];
+    return parts;
+  };
   std::vector<Node> nodes;
   nodes.reserve(p.nodes.size() + edits.edits.size());
   auto emit_after = [&](const std::string& value, int32_t stack) {
@@ -247,7 +261,7 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
     for (size_t i : it->second) {
       const plan::ProgramEdit& e = edits.edits[i];
       const std::string out = value + "@" + std::to_string(i);
-      nodes.push_back(EditNode(e.kind == Kind::kSplit ? kSplitTarget : kGatherTarget, i, current(value), out, stack, e.parts));
+      nodes.push_back(EditNode(e.kind == Kind::kSplit ? kSplitTarget : kGatherTarget, i, current(value), out, stack, whole(e.parts)));
       if (const TensorMeta* meta = p.FindTensor(value)) p.tensor_values.emplace(out, *meta);
       renamed[value] = out;
     }
@@ -258,7 +272,7 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
     for (Scoped& s : scoped) {
       if (s.value != v || !NodeInModule(p, n, s.scope) || (!s.node.empty() && s.node != n.name)) continue;
       if (!s.emitted) {
-        nodes.push_back(EditNode(kSplitTarget, s.edit, current(v), s.renamed, n.stack, edits.edits[s.edit].parts));
+        nodes.push_back(EditNode(kSplitTarget, s.edit, current(v), s.renamed, n.stack, whole(edits.edits[s.edit].parts)));
         if (const TensorMeta* meta = p.FindTensor(v)) p.tensor_values.emplace(s.renamed, *meta);
         s.emitted = true;
       }
@@ -266,14 +280,6 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
     }
     return current(v);
   };
-  // The full lengths a pair mask's streams are read from (an attention edit's parts): the
-  // sym_size that the export computed may read the split tensor by the time it runs (a split at
-  // the graph input), so a twin reads the same dim of the value before its split.
-  std::map<std::string, std::string> whole_lengths;  // part -> the symbolic int read off a whole value
-  for (const plan::ProgramEdit& e : edits.edits) {
-    if (e.kind != Kind::kAttention) continue;
-    for (const std::string& part : e.parts) whole_lengths.emplace(part, part);
-  }
   // Graph inputs first: the root's splits.
   for (const std::string& in : graph_inputs) emit_after(in, -1);
   for (Node& n : p.nodes) {
@@ -314,11 +320,7 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
       // Attention whose mask over (query, key) pairs lays out several split streams: each one's
       // full length, read at run time, as a split reads its parts.
       if (const std::vector<std::string>& parts = edits.edits[r->second.second].parts; !parts.empty()) {
-        NamedArgument sizes;
-        sizes.name = "parts";
-        sizes.arg.kind = Argument::Kind::kSymInts;
-        for (const std::string& part : parts) sizes.arg.sym_ints.push_back(SymIntRef{true, whole_lengths[part], 0});
-        n.inputs.push_back(std::move(sizes));
+        n.inputs.push_back(PartsArgument(whole(parts)));
       }
     }
     std::string bias;  // a rowwise Linear's bias, added after the all-reduce
