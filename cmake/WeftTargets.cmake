@@ -37,6 +37,8 @@ function(weft_test name)
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   weft_warnings(${name})
-  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
+  # Listing a binary's tests loads LibTorch; from a cold page cache on a busy machine that took
+  # over CMake's default 5 s (CI failed at dist_rendezvous_test's discovery), so allow longer.
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 120
     PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
 endfunction()
