@@ -135,6 +135,8 @@ std::string Describe(const plan::ProgramEdit& e) {
         os << ", its mask reordered by parts";
         for (const std::string& part : e.parts) os << " " << part;
       }
+      // Streams every rank holds whole around the split rows: where, and whose length.
+      for (const plan::WholePart& w : e.whole_parts) os << ", whole `" << w.value << "` dim " << w.dim << " at " << w.at;
       break;
     case plan::ProgramEdit::Kind::kAllReduce:
       os << (e.group == plan::kCpGroup ? ", over the CP group" : "") << (e.bias.empty() ? "" : ", bias `" + e.bias + "` after the sum");

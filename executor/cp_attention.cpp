@@ -17,7 +17,7 @@ std::string Where(const dist::DistContext& ctx, const std::string& fqn, const pl
 
 at::Tensor CpAttentionKernel::Run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                   const std::optional<at::Tensor>& key_padding_mask,
-                                  const std::optional<at::Tensor>& pair_mask) {
+                                  const std::optional<at::Tensor>& pair_mask, const runtime::WholeRows& whole) {
   runtime::CpAttentionOptions options;
   options.pair_mask = pair_mask;
   options.convert_to_fp32 = attention_.convert_to_fp32;
@@ -27,6 +27,14 @@ at::Tensor CpAttentionKernel::Run(const at::Tensor& q, const at::Tensor& k, cons
   options.exchange_shapes = uneven_ || !shapes_checked_;
   try {
     at::Tensor out;
+    if (whole.Any() && attention_.mode != plan::AttentionMode::kLocal) {
+      const runtime::CpMode mode = attention_.mode == plan::AttentionMode::kUlysses ? runtime::CpMode::kUlysses
+                                   : attention_.mode == plan::AttentionMode::kRing  ? runtime::CpMode::kRing
+                                                                                    : runtime::CpMode::kUsp;
+      out = runtime::AttentionWithWholeRows(ctx_, mode, q, k, v, key_padding_mask, whole, options).out;
+      shapes_checked_ = true;
+      return out;
+    }
     switch (attention_.mode) {
       case plan::AttentionMode::kLocal:
         out = runtime::LocalAttention(q, k, v, key_padding_mask, pair_mask,

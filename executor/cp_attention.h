@@ -10,6 +10,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "compiler/plan/execution_plan.h"
+#include "runtime/attention/attention.h"
 #include "runtime/dist/dist_context.h"
 
 namespace weft::exec {
@@ -28,9 +29,10 @@ class CpAttentionKernel {
       : attention_(std::move(attention)), site_(std::move(site)), uneven_(uneven), ctx_(ctx) {}
   // `pair_mask`: a whole mask over (query, key) pairs (plan::Attention::pair_mask), bool
   // (B or 1, 1, Sq, Skv) over every rank's queries and keys.
+  // `whole`: rows of a joint sequence every rank holds whole (runtime::AttentionWithWholeRows).
   at::Tensor Run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                  const std::optional<at::Tensor>& key_padding_mask,
-                 const std::optional<at::Tensor>& pair_mask = std::nullopt);
+                 const std::optional<at::Tensor>& pair_mask = std::nullopt, const runtime::WholeRows& whole = {});
 
  private:
   plan::Attention attention_;

@@ -229,7 +229,8 @@ at::Tensor ProgramBackend::InRankOrder(const at::Tensor& mask, const std::vector
 
 at::Tensor ProgramBackend::Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                      const std::optional<at::Tensor>& attn_mask, std::optional<double> scale,
-                                     const plan::ProgramEdit& edit, const std::vector<int64_t>& mask_parts) {
+                                     const plan::ProgramEdit& edit, const std::vector<int64_t>& mask_parts,
+                                     const std::vector<int64_t>& whole_lengths) {
   const std::string where = Where(ctx_, edit.module, edit.origin);
   if (scale && std::abs(*scale - 1.0 / std::sqrt(static_cast<double>(q.size(-1)))) > 1e-12) {
     throw ExecError(where + ": context-parallel attention with a scale other than 1/sqrt(head_dim) is not supported");
@@ -241,10 +242,26 @@ at::Tensor ProgramBackend::Attention(const at::Tensor& q, const at::Tensor& k, c
   } else if (attn_mask) {
     key_mask = KeyPaddingMask(*attn_mask, q, k, where, ctx_);
   }
+  // Streams every rank holds whole, around its split rows (edit.whole_parts).
+  runtime::WholeRows whole;
+  if (whole_lengths.size() != edit.whole_parts.size()) {
+    throw ExecError(where + ": " + std::to_string(whole_lengths.size()) + " whole-stream lengths for " +
+                    std::to_string(edit.whole_parts.size()) + " whole streams (the program and the plan disagree; compile again)");
+  }
+  for (size_t i = 0; i < whole_lengths.size(); ++i) {
+    const std::string& at = edit.whole_parts[i].at;
+    int64_t* rows = at == "q_before" ? &whole.q_before : at == "q_after" ? &whole.q_after
+                  : at == "kv_before" ? &whole.kv_before : at == "kv_after" ? &whole.kv_after : nullptr;
+    if (rows == nullptr) throw ExecError(where + ": whole stream `" + edit.whole_parts[i].value + "` at `" + at + "`, not one of q_before, q_after, kv_before, kv_after");
+    *rows += whole_lengths[i];
+  }
+  if (whole.Any() && (key_mask || pair_mask)) {
+    throw ExecError(where + ": a mask over a joint sequence with streams every rank holds whole is not supported");
+  }
   auto& kernel = kernels_[&edit];
   if (!kernel) kernel = std::make_unique<CpAttentionKernel>(*edit.attention, edit.module, edit.uneven, ctx_);
   // The operator's (B, H, S, D) as weft's kernels take it, (B, S, H, D): views, no copies.
-  return kernel->Run(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), key_mask, pair_mask).transpose(1, 2);
+  return kernel->Run(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), key_mask, pair_mask, whole).transpose(1, 2);
 }
 
 at::Tensor ProgramBackend::AllReduce(at::Tensor x, const std::optional<at::Tensor>& bias, const plan::ProgramEdit& edit) {

@@ -22,7 +22,8 @@ class ProgramBackend : public interp::EditBackend {
   at::Tensor Gather(const at::Tensor& x, const plan::ProgramEdit& edit) override;
   at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                        const std::optional<at::Tensor>& attn_mask, std::optional<double> scale,
-                       const plan::ProgramEdit& edit, const std::vector<int64_t>& mask_parts) override;
+                       const plan::ProgramEdit& edit, const std::vector<int64_t>& mask_parts,
+                       const std::vector<int64_t>& whole_lengths) override;
   at::Tensor AllReduce(at::Tensor x, const std::optional<at::Tensor>& bias, const plan::ProgramEdit& edit) override;
   at::Tensor RmsNorm(const at::Tensor& x, int64_t normalized_dims, const std::optional<at::Tensor>& weight,
                      std::optional<double> eps, const plan::ProgramEdit& edit) override;

@@ -263,6 +263,17 @@ struct ModuleStep {
 // ---------------------------------------------------------------------------------------------
 // Programs
 
+// A stream of a joint sequence that every rank of the CP group holds whole while the others are
+// split (Mochi joins each sample's valid text tokens to the rank's video tokens): `value`'s dim
+// `dim` holds its length at run time; `at` is where its rows lie in an attention's Q or K/V, around
+// the split rows: "q_before", "q_after", "kv_before" or "kv_after".
+struct WholePart {
+  std::string value;
+  int64_t dim = -1;
+  std::string at;
+  bool operator==(const WholePart& o) const { return value == o.value && dim == o.dim && at == o.at; }
+};
+
 // One edit of a torch.export program (compiler/program): what a plan step becomes when the model
 // is a program. Values and nodes are named as in the program's graph; the executor applies the
 // edits mechanically when it loads the program (compiler/program/edits.h).
@@ -299,6 +310,9 @@ struct ProgramEdit {
   // in layout order. Each part is split on its own and this rank's parts concatenated, as the
   // ranks' K/V are laid out. Empty: the dim is one stream.
   std::vector<std::string> parts;
+  // kAttention over a joint sequence with streams every rank holds whole: each such stream, in
+  // layout order (runtime/attention AttentionWithWholeRows). Empty: every stream is split.
+  std::vector<WholePart> whole_parts;
   std::optional<Attention> attention;
   std::string module;  // the plan step's module, for messages
   Origin origin;

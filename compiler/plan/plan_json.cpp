@@ -174,6 +174,18 @@ J EditJson(const ProgramEdit& e) {
   if (e.kind == ProgramEdit::Kind::kAttention && e.uneven) j["uneven"] = true;
   // An attention's pair mask over a joint sequence: the streams' lengths it is reordered by.
   if (e.kind == ProgramEdit::Kind::kAttention && !e.parts.empty()) j["parts"] = e.parts;
+  // An attention over a joint sequence with streams every rank holds whole: where they lie.
+  if (e.kind == ProgramEdit::Kind::kAttention && !e.whole_parts.empty()) {
+    J held = J::array();
+    for (const WholePart& w : e.whole_parts) {
+      J x;
+      x["value"] = w.value;
+      x["dim"] = w.dim;
+      x["at"] = w.at;
+      held.push_back(std::move(x));
+    }
+    j["whole_parts"] = std::move(held);
+  }
   if (e.kind == ProgramEdit::Kind::kAllReduce) {
     j["bias"] = e.bias;
     // A rowwise Linear's sum is over tp (the group left out); a linear attention's over the CP group.
@@ -457,7 +469,7 @@ void ReadProgram(Reader& r, const OJson& j, ProgramEdits& out) {
     const OJson& e = (*edits)[i];
     if (!r.Object(e, ep)) continue;
     r.Keys(e, ep, {"kind", "value", "node", "scope", "after_producer", "dim", "rank", "uneven", "group", "argument",
-                   "element", "new_value", "bias", "parts", "attention", "module", "origin"});
+                   "element", "new_value", "bias", "parts", "whole_parts", "attention", "module", "origin"});
     ProgramEdit edit;
     r.Enum(e, "kind", ep, edit.kind, ParseProgramEditKind,
            "`split`, `gather`, `attention`, `all_reduce`, `argument` or `norm_stats`");
@@ -475,6 +487,22 @@ void ReadProgram(Reader& r, const OJson& j, ProgramEdits& out) {
     r.Int(e, "new_value", ep, edit.new_value, false);
     r.Str(e, "bias", ep, edit.bias, false);
     r.Strs(e, "parts", ep, edit.parts, "the name of a symbolic int", false);
+    if (const OJson* held = r.Field(e, "whole_parts", ep, false); held != nullptr && r.Array(*held, Child(ep, "whole_parts"))) {
+      for (size_t w = 0; w < held->size(); ++w) {
+        const std::string wp = Child(Child(ep, "whole_parts"), w);
+        const OJson& x = (*held)[w];
+        if (!r.Object(x, wp)) continue;
+        r.Keys(x, wp, {"value", "dim", "at"});
+        WholePart part;
+        r.Str(x, "value", wp, part.value);
+        r.Int(x, "dim", wp, part.dim);
+        r.Str(x, "at", wp, part.at);
+        if (part.at != "q_before" && part.at != "q_after" && part.at != "kv_before" && part.at != "kv_after") {
+          r.Error(wp + "/at", "`" + part.at + "` is not one of q_before, q_after, kv_before, kv_after");
+        }
+        edit.whole_parts.push_back(std::move(part));
+      }
+    }
     if (const OJson* a = r.Field(e, "attention", ep, false)) {
       Attention at;
       ReadAttention(r, *a, Child(ep, "attention"), at);

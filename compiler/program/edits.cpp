@@ -34,6 +34,29 @@ NamedArgument PartsArgument(const std::vector<std::string>& parts) {
   return sizes;
 }
 
+// `name = sym_size.int(value, dim)`: a length read at run time (a whole stream's, for an attention
+// over a joint sequence with streams every rank holds whole).
+Node LengthNode(const std::string& name, const std::string& value, int64_t dim, int32_t stack) {
+  Node n;
+  n.name = name;
+  n.target = "torch.ops.aten.sym_size.int";
+  NamedArgument self;
+  self.name = "self";
+  self.arg.kind = Argument::Kind::kTensor;
+  self.arg.name = value;
+  NamedArgument d;
+  d.name = "dim";
+  d.arg.kind = Argument::Kind::kInt;
+  d.arg.i = dim;
+  n.inputs = {self, d};
+  Argument out;
+  out.kind = Argument::Kind::kSymInt;
+  out.sym_ints.push_back(SymIntRef{true, name, 0});
+  n.outputs = {out};
+  n.stack = stack;
+  return n;
+}
+
 Node EditNode(const std::string& target, size_t edit, const std::string& input, const std::string& output, int32_t stack,
               const std::vector<std::string>& parts = {}) {
   Node n;
@@ -321,6 +344,19 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
       // full length, read at run time, as a split reads its parts.
       if (const std::vector<std::string>& parts = edits.edits[r->second.second].parts; !parts.empty()) {
         n.inputs.push_back(PartsArgument(whole(parts)));
+      }
+      // Streams every rank holds whole around the split rows of a joint sequence: their lengths,
+      // read off the whole values just before the attention.
+      if (const std::vector<plan::WholePart>& held = edits.edits[r->second.second].whole_parts; !held.empty()) {
+        NamedArgument lengths;
+        lengths.name = "whole_parts";
+        lengths.arg.kind = Argument::Kind::kSymInts;
+        for (size_t w = 0; w < held.size(); ++w) {
+          const std::string name = n.name + "@whole" + std::to_string(w);
+          nodes.push_back(LengthNode(name, read(n, held[w].value), held[w].dim, n.stack));
+          lengths.arg.sym_ints.push_back(SymIntRef{true, name, 0});
+        }
+        n.inputs.push_back(std::move(lengths));
       }
     }
     std::string bias;  // a rowwise Linear's bias, added after the all-reduce

@@ -1,5 +1,7 @@
 #include "compiler/program/program_reader.h"
 
+#include "compiler/program/expr.h"
+
 #include "compiler/program/inline_hops.h"
 #include "compiler/program/validate.h"
 #include "compiler/source/sha256.h"
@@ -9,6 +11,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <regex>
 
 namespace weft::program {
 namespace {
@@ -131,9 +134,13 @@ SymInt ParseSymInt(const Json& j, const std::string& where) {
   } else if (kind == "as_expr") {
     s.symbolic = true;
     s.expr = String(Field(*value, "expr_str", where), where + ".expr_str");
+    s.hinted = false;
     if (const Json* hint = OptField(*value, "hint")) {
       auto [hint_kind, hint_value] = UnionOf(*hint, where + ".hint");
-      if (hint_kind == "as_int") s.value = Int(*hint_value, where + ".hint");
+      if (hint_kind == "as_int") {
+        s.value = Int(*hint_value, where + ".hint");
+        s.hinted = true;
+      }
     }
   } else {
     Fail(where, "unknown SymInt kind `" + kind + "`");
@@ -649,6 +656,39 @@ Manifest ParseManifest(const std::string& text, const std::string& where) {
 
 }  // namespace
 
+// Symbolic sizes the export left without a hint, evaluated at the hints of their symbols (those
+// that some size holding just that symbol carries). An expression over a symbol with no hint (an
+// unbacked `u0`) keeps 0.
+void FillMissingHints(Program& p) {
+  static const std::regex kBare(R"(^\s*(?:Symbol\('([a-z]+[0-9]+)'[^()]*\)|([a-z]+[0-9]+))\s*$)");
+  std::map<std::string, int64_t> hints;
+  auto learn = [&](const SymInt& s) {
+    std::smatch m;
+    if (s.symbolic && s.hinted && std::regex_match(s.expr, m, kBare)) hints.emplace(m[1].matched ? m[1] : m[2], s.value);
+  };
+  for (const auto& [name, meta] : p.tensor_values) {
+    for (const SymInt& s : meta.sizes) learn(s);
+  }
+  for (const auto& [name, s] : p.sym_int_values) learn(s);
+  ExprEnv env;
+  env.symbol = [&](const std::string& name) -> std::optional<int64_t> {
+    auto it = hints.find(name);
+    return it == hints.end() ? std::nullopt : std::optional<int64_t>(it->second);
+  };
+  auto fill = [&](SymInt& s) {
+    if (!s.symbolic || s.hinted) return;
+    try {
+      s.value = Expr::Parse(s.expr).Evaluate(env);
+      s.hinted = true;
+    } catch (const ExprError&) {
+    }
+  };
+  for (auto& [name, meta] : p.tensor_values) {
+    for (SymInt& s : meta.sizes) fill(s);
+  }
+  for (auto& [name, s] : p.sym_int_values) fill(s);
+}
+
 Program ParseProgramJson(const std::string& model_json, const std::string& where) {
   Json j = ParseJson(model_json, where, "not valid JSON");
   Program p;
@@ -685,6 +725,7 @@ Program ParseProgramJson(const std::string& model_json, const std::string& where
   if (const Json* guards = OptField(j, "guards_code")) {
     for (const Json& g : Array(*guards, where)) p.guards.push_back(String(g, where));
   }
+  FillMissingHints(p);
   ValidateProgram(p, where);
   InlineHigherOrderOps(p, where);
   return p;

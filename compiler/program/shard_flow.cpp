@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <regex>
 #include <set>
 #include <string>
 #include <string_view>
@@ -30,8 +31,22 @@ struct Sharding {
   int64_t dim = 0;
   std::vector<int64_t> blocks;
   size_t rule = 0;  // where it came from (ShardFlow::rules_)
+  // Context parallelism over a joint sequence some of whose streams every rank holds whole
+  // (Mochi joins each sample's valid text tokens to the rank's split video tokens): parallel to
+  // `blocks`, the whole ones, each with a tensor whose dim holds its length at run time
+  // (plan::WholePart; value "" when no tensor does, after a pad); nullopt for a split block.
+  // Empty: every block is split.
+  std::vector<std::optional<plan::WholePart>> whole;
 
-  bool SameLayout(const Sharding& o) const { return dim == o.dim && blocks == o.blocks; }
+  bool HasWhole() const { return !whole.empty(); }
+  bool IsWhole(size_t i) const { return i < whole.size() && whole[i].has_value(); }
+  bool SameLayout(const Sharding& o) const {
+    if (dim != o.dim || blocks != o.blocks || whole.size() != o.whole.size()) return false;
+    for (size_t i = 0; i < whole.size(); ++i) {
+      if (IsWhole(i) != o.IsWhole(i)) return false;
+    }
+    return true;
+  }
 };
 
 struct Rule {
@@ -109,6 +124,9 @@ class ShardFlow {
   // kShardTp, kShardCp, kShardCfg), for ShardedNodes.
   void RecordInto(std::unordered_map<std::string, uint8_t>* record) { record_ = record; }
 
+  // Attention nodes over joint sequences with whole streams, and those streams (Run fills it).
+  const std::map<std::string, std::vector<plan::WholePart>>& WholeParts() const { return whole_parts_; }
+
   void Run() {
     if (axis_ == Axis::kTp) {
       if (tp_ <= 1) return;
@@ -123,6 +141,7 @@ class ShardFlow {
       current_ = &n;
       const bool reads = record_ != nullptr && ReadsShard(n);
       Visit(n);
+      whole_in_.reset();
       if (record_ != nullptr && (reads || WritesShard(n))) (*record_)[n.name] |= RecordBit();
       if (!Tp()) AfterProducer(n);
     }
@@ -196,7 +215,7 @@ class ShardFlow {
         if (e.after_producer) {
           after_[e.value] = s;
         } else if (e.scope.empty() && e.node.empty() && graph_input.count(e.value)) {
-          Set(e.value, s.dim, s.blocks, s.rule);
+          SetLike(e.value, s.dim, s);
         } else {
           scoped_.push_back({e.value, e.scope, e.node, s});
         }
@@ -239,7 +258,7 @@ class ShardFlow {
         const int64_t d = static_cast<int64_t>(i) - lead;
         if (d >= 0 && !StaticOne(self, d)) return;
         const Sharding& split = it->second.second;
-        return Set(outs[0], static_cast<int64_t>(i), split.blocks, split.rule);
+        return SetLike(outs[0], static_cast<int64_t>(i), split);
       }
       return;
     }
@@ -250,7 +269,7 @@ class ShardFlow {
         auto it = local_lengths_.find(a.arg.sym_ints[i].name);
         if (it == local_lengths_.end()) continue;
         const Sharding& split = it->second.second;
-        return Set(outs[0], a.name == "end" ? 0 : static_cast<int64_t>(i), split.blocks, split.rule);
+        return SetLike(outs[0], a.name == "end" ? 0 : static_cast<int64_t>(i), split);
       }
     }
   }
@@ -521,6 +540,15 @@ class ShardFlow {
     }
     return out;
   }
+  // True when dim `dim` of `v` has a size known only at run time (an unbacked symbol `u0` of a
+  // nonzero, a boolean-mask index).
+  bool DataDependentLength(const std::string& v, int64_t dim) const {
+    static const std::regex kUnbacked(R"((^|[^A-Za-z0-9_])u[0-9]+)");
+    const TensorMeta* m = p_.FindTensor(v);
+    if (m == nullptr || dim < 0 || dim >= static_cast<int64_t>(m->sizes.size())) return false;
+    const SymInt& size = m->sizes[static_cast<size_t>(dim)];
+    return size.symbolic && std::regex_search(size.expr, kUnbacked);
+  }
   bool StaticOne(const std::string& v, int64_t dim) const {
     const TensorMeta* m = p_.FindTensor(v);
     return m != nullptr && dim >= 0 && dim < static_cast<int64_t>(m->sizes.size()) &&
@@ -539,15 +567,42 @@ class ShardFlow {
     }
     return out;
   }
+  // A sharding with new blocks. A node that reads a joint sequence with whole streams must say
+  // where they go (SetLike, or Set with `whole`): one that rebuilds the blocks without them is
+  // refused, never left to treat a whole stream as split.
   void Set(const std::string& v, int64_t dim, std::vector<int64_t> blocks, size_t rule) {
+    if (whole_in_) {
+      // Name the whole stream: most often a stream the plan forgot to split, joined by a cat before.
+      std::string whole;
+      int64_t whole_dim = -1;
+      for (const auto& w : whole_in_->second.whole) {
+        if (w && !w->value.empty() && whole.empty()) {
+          whole = w->value;
+          whole_dim = w->dim;
+        }
+      }
+      Refuse(EditCheck::kTpColwiseEscapes, *current_, whole_in_->first, whole_in_->second,
+             "it reads a joint sequence that holds " + (whole.empty() ? std::string("a stream") : "`" + whole + "`") +
+                 " whole on every rank (a cat joined it to split streams), which weft follows through row-wise "
+                 "operators, attention, a pad of the whole stream and a split at the streams' bounds only; split it "
+                 "with the others",
+             whole, whole_dim);
+    }
+    Set(v, dim, std::move(blocks), rule, {});
+  }
+  // As `like` (same blocks, whole streams and rule) along `dim`.
+  void SetLike(const std::string& v, int64_t dim, const Sharding& like) { Set(v, dim, like.blocks, like.rule, like.whole); }
+  void Set(const std::string& v, int64_t dim, std::vector<int64_t> blocks, size_t rule,
+           std::vector<std::optional<plan::WholePart>> whole) {
     if (v.empty()) return;
+    if (std::none_of(whole.begin(), whole.end(), [](const auto& w) { return w.has_value(); })) whole.clear();
     if (!Tp() && !gathers_.count(v)) {
       const TensorMeta* meta = p_.FindTensor(v);
       if (meta != nullptr && dim < static_cast<int64_t>(meta->sizes.size()) && !meta->sizes[static_cast<size_t>(dim)].symbolic) {
         constant_blocks_.emplace(blocks, std::make_pair(v, dim));
       }
     }
-    sharded_[v] = Sharding{dim, std::move(blocks), rule};
+    sharded_[v] = Sharding{dim, std::move(blocks), rule, std::move(whole)};
   }
 
   // A constant that argument `argument` (element `element`, -1 = the argument) of `n` gives the
@@ -625,6 +680,9 @@ class ShardFlow {
       }
     }
     if (in.empty()) return WholeAtLocalLength(n);
+    for (const auto& read : in) {
+      if (read.second.HasWhole()) whole_in_ = read;
+    }
     const std::string& t = n.target;
     const std::vector<std::string> outs = Outputs(n);
     if (t == "torch.ops.aten.linear.default") return Linear(n);
@@ -637,25 +695,25 @@ class ShardFlow {
     const auto& [value, s] = in[0];
     if (OneOf(t, {"outer.default"})) {  // out[i, j] = self[i] * vec2[j]
       if (in.size() > 1) Refuse(EditCheck::kTpReducesShardedDim, n, in[1].first, in[1].second, "both factors are sharded");
-      return Set(outs[0], TensorArg(n, "self") == in[0].first ? 0 : 1, in[0].second.blocks, in[0].second.rule);
+      return SetLike(outs[0], TensorArg(n, "self") == in[0].first ? 0 : 1, in[0].second);
     }
     if (OneOf(t, {"index_select.default"})) {
       const std::string self = TensorArg(n, "self"), index = TensorArg(n, "index");
       const int64_t d = Norm(IntArg(n, "dim").value_or(0), Rank(self));
       if (const Sharding* si = Find(index)) {  // a whole table looked up at sharded indices (positions)
         if (Find(self) != nullptr) Refuse(EditCheck::kTpReducesShardedDim, n, index, *si, "both the table and the indices are sharded");
-        return Set(outs[0], d, si->blocks, si->rule);
+        return SetLike(outs[0], d, *si);
       }
       const Sharding& st = *Find(self);
       if (d == st.dim) Refuse(EditCheck::kTpReducesShardedDim, n, self, st, "it picks indices along the sharded dim");
-      return Set(outs[0], st.dim, st.blocks, st.rule);
+      return SetLike(outs[0], st.dim, st);
     }
     if (OneOf(t, {"embedding.default"})) {  // out = weight[indices]: indices' dims, then the table's width
       const std::string indices = TensorArg(n, "indices");
       const Sharding* si = Find(indices);
       if (si == nullptr) Refuse(EditCheck::kTpUnsupportedOperator, n, value, s, "looks its indices up in a sharded table");
       if (in.size() > 1) Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "both the table and the indices are sharded");
-      return Set(outs[0], si->dim, si->blocks, si->rule);
+      return SetLike(outs[0], si->dim, *si);
     }
     if (OneOf(t, {"index.Tensor"})) return Index(n, value, s);
     // x.new_zeros(size) reads only x's dtype and device: its output is whole, or a shard when
@@ -676,7 +734,7 @@ class ShardFlow {
       if (Norm(IntArg(n, "dim").value_or(0), Rank(self)) == ss->dim) {
         Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it gathers along the sharded dim");
       }
-      return Set(outs[0], ss->dim, ss->blocks, ss->rule);
+      return SetLike(outs[0], ss->dim, *ss);
     }
     if (OneOf(t, {"matmul.default", "bmm.default"})) return Matmul(n);
     if (OneOf(t, {"einsum.default"})) return Einsum(n);
@@ -691,9 +749,9 @@ class ShardFlow {
     }
     if (OneOf(t, {"view_as_complex.default"})) {
       if (s.dim == rank - 1) Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "pairs the elements of the sharded dim into complex numbers");
-      return Set(out, s.dim, s.blocks, s.rule);
+      return SetLike(out, s.dim, s);
     }
-    if (OneOf(t, {"view_as_real.default"})) return Set(out, s.dim, s.blocks, s.rule);
+    if (OneOf(t, {"view_as_real.default"})) return SetLike(out, s.dim, s);
     if (OneOf(t, {"expand.default"})) {
       const int64_t d = s.dim + Rank(out) - rank;
       const std::vector<int64_t> size = IntsArg(n, "size");
@@ -702,12 +760,12 @@ class ShardFlow {
         if (v == std::numeric_limits<int64_t>::min()) Refuse(EditCheck::kTpUnsupportedOperator, n, value, s, "gives the sharded dim's size symbolically");
         if (v > 0) EditInt(n, "size", d, v / tp_, s.rule);
       }
-      return Set(out, d, s.blocks, s.rule);
+      return SetLike(out, d, s);
     }
     if (OneOf(t, {"permute.default"})) {
       const std::vector<int64_t> dims = IntsArg(n, "dims");
       for (size_t i = 0; i < dims.size(); ++i) {
-        if (Norm(dims[i], rank) == s.dim) return Set(out, static_cast<int64_t>(i), s.blocks, s.rule);
+        if (Norm(dims[i], rank) == s.dim) return SetLike(out, static_cast<int64_t>(i), s);
       }
       Refuse(EditCheck::kTpUnsupportedOperator, n, value, s, "permutes without the sharded dim");
     }
@@ -715,17 +773,17 @@ class ShardFlow {
       const bool swap = t == "torch.ops.aten.swapaxes.default";
       const int64_t a = Norm(IntArg(n, swap ? "axis0" : "dim0").value_or(0), rank);
       const int64_t b = Norm(IntArg(n, swap ? "axis1" : "dim1").value_or(0), rank);
-      return Set(out, s.dim == a ? b : s.dim == b ? a : s.dim, s.blocks, s.rule);
+      return SetLike(out, s.dim == a ? b : s.dim == b ? a : s.dim, s);
     }
-    if (OneOf(t, {"t.default"})) return Set(out, rank == 2 ? 1 - s.dim : s.dim, s.blocks, s.rule);
+    if (OneOf(t, {"t.default"})) return SetLike(out, rank == 2 ? 1 - s.dim : s.dim, s);
     if (OneOf(t, {"unsqueeze.default"})) {
       const int64_t d = Norm(IntArg(n, "dim").value_or(0), rank + 1);
-      return Set(out, d <= s.dim ? s.dim + 1 : s.dim, s.blocks, s.rule);
+      return SetLike(out, d <= s.dim ? s.dim + 1 : s.dim, s);
     }
     if (OneOf(t, {"squeeze.dim", "squeeze.dims", "squeeze.default"})) {
       int64_t removed = 0;
       for (int64_t d = 0; d < s.dim; ++d) removed += StaticOne(value, d) && !StaticOne(out, d - removed) ? 1 : 0;
-      return Set(out, s.dim - removed, s.blocks, s.rule);
+      return SetLike(out, s.dim - removed, s);
     }
     if (OneOf(t, {"repeat_interleave.self_int"})) {
       const std::optional<int64_t> dim = IntArg(n, "dim");
@@ -743,17 +801,17 @@ class ShardFlow {
         return Set(out, s.dim, blocks, s.rule);
       }
       if (!dim || Norm(*dim, rank) == s.dim) Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it repeats elements along the sharded dim");
-      return Set(out, s.dim, s.blocks, s.rule);
+      return SetLike(out, s.dim, s);
     }
     if (OneOf(t, {"select.int"})) {
       const int64_t d = Norm(IntArg(n, "dim").value_or(0), rank);
       if (d == s.dim) Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "selects one index of the sharded dim");
-      return Set(out, d < s.dim ? s.dim - 1 : s.dim, s.blocks, s.rule);
+      return SetLike(out, d < s.dim ? s.dim - 1 : s.dim, s);
     }
     if (OneOf(t, {"unbind.int"})) {
       const int64_t d = Norm(IntArg(n, "dim").value_or(0), rank);
       if (d == s.dim) Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "unbinds the sharded dim");
-      for (const std::string& o : outs) Set(o, d < s.dim ? s.dim - 1 : s.dim, s.blocks, s.rule);
+      for (const std::string& o : outs) SetLike(o, d < s.dim ? s.dim - 1 : s.dim, s);
       return;
     }
     if (OneOf(t, {"slice.Tensor"})) return Slice(n, value, s);
@@ -769,7 +827,7 @@ class ShardFlow {
     }
     if (OneOf(t, {"softmax.int", "_softmax.default", "log_softmax.int", "_log_softmax.default", "cumsum.default"})) {
       if (Norm(IntArg(n, "dim").value_or(0), rank) == s.dim) Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "mixes the elements of the sharded dim");
-      return Set(out, s.dim, s.blocks, s.rule);
+      return SetLike(out, s.dim, s);
     }
     if (OneOf(t, {"sym_size.int"})) {
       // A split's sizes are read locally on purpose (local_sizes.h); a tp-sharded one is not.
@@ -797,7 +855,7 @@ class ShardFlow {
       if (d < 0 || d >= static_cast<int64_t>(repeats.size()) || repeats[static_cast<size_t>(d)] != 1) {
         Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it tiles the sharded dim");
       }
-      return Set(out, d, s.blocks, s.rule);
+      return SetLike(out, d, s);
     }
     if (OneOf(t, {"pad.default", "constant_pad_nd.default"})) {
       // `pad` lists (before, after) pairs from the last dim backwards: padding any other dim keeps
@@ -807,9 +865,22 @@ class ShardFlow {
       const int64_t from_end = rank - 1 - s.dim;
       if (2 * from_end + 1 < static_cast<int64_t>(pad.size()) &&
           (pad[static_cast<size_t>(2 * from_end)] != 0 || pad[static_cast<size_t>(2 * from_end + 1)] != 0)) {
-        Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it pads the sharded dim");
+        // A whole stream at the padded end grows on every rank alike (Mochi pads each sample's
+        // attention output from its valid text tokens to the full text length).
+        const bool before = pad[static_cast<size_t>(2 * from_end)] != 0, after = pad[static_cast<size_t>(2 * from_end + 1)] != 0;
+        const size_t last = s.blocks.size() - 1;
+        if (before == after || (before && !s.IsWhole(0)) || (after && !s.IsWhole(last))) {
+          Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it pads the sharded dim");
+        }
+        Sharding padded = s;
+        const size_t i = before ? 0 : last;
+        // The padded length less the other blocks (a data-dependent length has no hint to add to).
+        padded.blocks[i] = Sizes(out)[static_cast<size_t>(s.dim)] -
+                           (std::accumulate(s.blocks.begin(), s.blocks.end(), int64_t{0}) - s.blocks[i]);
+        padded.whole[i] = plan::WholePart{};  // no tensor holds the padded length
+        return SetLike(out, s.dim, padded);
       }
-      return Set(out, s.dim, s.blocks, s.rule);
+      return SetLike(out, s.dim, s);
     }
     if (OneOf(t, {"group_norm.default", "native_group_norm.default"})) {
       // Statistics per sample over its groups of channels and every position (N, C, ...): a
@@ -817,7 +888,7 @@ class ShardFlow {
       if (TensorArg(n, "input") != value || s.dim != 0 || in.size() > 1) {
         Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "a group norm takes its statistics over the sharded dim");
       }
-      for (const std::string& o : outs) Set(o, 0, s.blocks, s.rule);
+      for (const std::string& o : outs) SetLike(o, 0, s);
       return;
     }
     if (OneOf(t, {"topk.default", "sort.default", "sort.stable"})) {
@@ -826,7 +897,7 @@ class ShardFlow {
       if (Norm(IntArg(n, "dim").value_or(-1), rank) == s.dim) {
         Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it ranks the elements of the sharded dim");
       }
-      for (const std::string& o : outs) Set(o, s.dim, s.blocks, s.rule);
+      for (const std::string& o : outs) SetLike(o, s.dim, s);
       return;
     }
     if (OneOf(t, {"conv1d.default", "conv2d.default", "conv3d.default", "convolution.default",
@@ -836,7 +907,7 @@ class ShardFlow {
       if (TensorArg(n, "input") != value || s.dim != 0 || in.size() > 1) {
         Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "a convolution mixes its channels and neighbouring positions");
       }
-      return Set(out, 0, s.blocks, s.rule);
+      return SetLike(out, 0, s);
     }
     Refuse(EditCheck::kTpUnsupportedOperator, n, value, s, "weft does not follow a sharding through this operator");
   }
@@ -863,10 +934,10 @@ class ShardFlow {
     const Sharding* ss = Find(self);
     if (const Sharding* si = Find(idx)) {
       if (ss != nullptr) Refuse(EditCheck::kTpReducesShardedDim, n, idx, *si, "both the table and the indices are sharded");
-      return Set(out, k + si->dim, si->blocks, si->rule);
+      return SetLike(out, k + si->dim, *si);
     }
     if (ss->dim == k) Refuse(EditCheck::kTpReducesShardedDim, n, self, *ss, "it picks indices along the sharded dim");
-    return Set(out, ss->dim < k ? ss->dim : ss->dim - 1 + Rank(idx), ss->blocks, ss->rule);
+    return SetLike(out, ss->dim < k ? ss->dim : ss->dim - 1 + Rank(idx), *ss);
   }
 
   // Node `n` sums over split tokens (`out` each rank's partial sum): the compiler sums the parts
@@ -912,11 +983,11 @@ class ShardFlow {
     }
     if (sa != nullptr && sa->dim == ra - 2) {
       if (sb != nullptr) Refuse(EditCheck::kTpUnsupportedOperator, n, b, *sb, "both operands are sharded (rows of one, another dim of the other)");
-      return Set(out, ro - 2, sa->blocks, sa->rule);
+      return SetLike(out, ro - 2, *sa);
     }
     if (sb != nullptr && sb->dim == rb - 1) {
       if (sa != nullptr) Refuse(EditCheck::kTpUnsupportedOperator, n, a, *sa, "both operands are sharded (columns of one, another dim of the other)");
-      return Set(out, ro - 1, sb->blocks, sb->rule);
+      return SetLike(out, ro - 1, *sb);
     }
     // A batch dim: both alike (counted from the end), or b without batch dims.
     const Sharding& s = sa != nullptr ? *sa : *sb;
@@ -929,7 +1000,7 @@ class ShardFlow {
     if (!alike && !broadcast) {
       Refuse(EditCheck::kTpColwiseEscapes, n, v, s, "a batched matmul reads the other operand whole along the sharded batch dim");
     }
-    return Set(out, ro - from_end, s.blocks, s.rule);
+    return SetLike(out, ro - from_end, s);
   }
 
   // einsum over explicit subscripts ("nhwpqc->nchpwq", "bhnd,bhmd->bhnm"): the sharded dim's
@@ -992,7 +1063,7 @@ class ShardFlow {
       Refuse(EditCheck::kTpReducesShardedDim, n, v, s,
              "it sums over the sharded letter `" + std::string(1, letter) + "` (`" + equation + "`)");
     }
-    return Set(out, static_cast<int64_t>(to), s.blocks, s.rule);
+    return SetLike(out, static_cast<int64_t>(to), s);
   }
 
   void Linear(const Node& n) {
@@ -1010,7 +1081,7 @@ class ShardFlow {
       if (!bias.empty() && (b == nullptr || b->dim != 0 || b->blocks != w->blocks)) {
         Refuse(EditCheck::kTpColwiseEscapes, n, weight, *w, "a colwise Linear's bias `" + bias + "` must be sharded as its weight's rows");
       }
-      return Set(out, Rank(out) - 1, w->blocks, w->rule);
+      return SetLike(out, Rank(out) - 1, *w);
     }
     if (w != nullptr && w->dim == 1) {  // rowwise: partial sums, reduced over the tp group
       if (x == nullptr) {
@@ -1041,7 +1112,7 @@ class ShardFlow {
       Refuse(EditCheck::kTpColwiseEscapes, n, input, *x, "a Linear whose weight is whole reads tp-sharded features (a colwise output must reach a "
                            "rowwise layer, attention, a head reshape or elementwise ops)");
     }
-    if (x != nullptr) Set(out, x->dim, x->blocks, x->rule);
+    if (x != nullptr) SetLike(out, x->dim, *x);
   }
 
   void Pointwise(const Node& n) {
@@ -1077,7 +1148,7 @@ class ShardFlow {
                "it combines the sharded tensor with `" + v + "`, which is whole along the sharded dim", v, d);
       }
     }
-    for (const std::string& o : outs) Set(o, result->dim, result->blocks, result->rule);
+    for (const std::string& o : outs) SetLike(o, result->dim, *result);
   }
 
   // view / reshape / unflatten / flatten: where the sharded dim lands, from the sizes before and
@@ -1126,6 +1197,7 @@ class ShardFlow {
       }
     }
     if (!Tp() && n.target != "torch.ops.aten.flatten.using_ints") FullSizeOfSplitDim(n, name, unflatten, a.size(), j, value, s, blocks);
+    if (blocks == s.blocks) return SetLike(out, static_cast<int64_t>(j), s);  // the sharded dim kept as it is
     Set(out, static_cast<int64_t>(j), blocks, s.rule);
   }
 
@@ -1169,7 +1241,7 @@ class ShardFlow {
   void Slice(const Node& n, const std::string& value, const Sharding& s) {
     const std::string out = Outputs(n)[0];
     const int64_t rank = Rank(value);
-    if (Norm(IntArg(n, "dim").value_or(0), rank) != s.dim) return Set(out, s.dim, s.blocks, s.rule);
+    if (Norm(IntArg(n, "dim").value_or(0), rank) != s.dim) return SetLike(out, s.dim, s);
     const int64_t full = std::accumulate(s.blocks.begin(), s.blocks.end(), int64_t{0});
     const Argument* start_arg = Arg(n, "start");
     const Argument* end_arg = Arg(n, "end");
@@ -1227,12 +1299,13 @@ class ShardFlow {
     const int64_t rank = Rank(value);
     const int64_t d = Norm(IntArg(n, "dim").value_or(0), rank);
     if (d != s.dim) {
-      for (const std::string& o : outs) Set(o, s.dim, s.blocks, s.rule);
+      for (const std::string& o : outs) SetLike(o, s.dim, s);
       return;
     }
     int64_t at = 0;
     std::vector<int64_t> lengths;
     std::vector<std::vector<int64_t>> groups;  // the blocks each output holds
+    std::vector<bool> all_whole;  // outputs that hold whole streams only: whole from here
     for (const std::string& o : outs) {
       const std::vector<int64_t> sizes = Sizes(o);
       const int64_t length = s.dim < static_cast<int64_t>(sizes.size()) ? sizes[static_cast<size_t>(s.dim)] : 0;
@@ -1240,7 +1313,17 @@ class ShardFlow {
       if (!blocks || blocks->empty()) {
         Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it splits the sharded dim at " + std::to_string(at + length) + ", inside a block");
       }
-      Set(o, s.dim, *blocks, s.rule);
+      if (s.HasWhole()) {
+        const std::vector<int64_t> b = Boundaries(s.blocks);
+        const size_t first = static_cast<size_t>(std::find(b.begin(), b.end(), at) - b.begin());
+        std::vector<std::optional<plan::WholePart>> whole(s.whole.begin() + static_cast<std::ptrdiff_t>(first),
+                                                          s.whole.begin() + static_cast<std::ptrdiff_t>(first + blocks->size()));
+        all_whole.push_back(std::all_of(whole.begin(), whole.end(), [](const auto& w) { return w.has_value(); }));
+        if (!all_whole.back()) Set(o, s.dim, *blocks, s.rule, whole);
+      } else {
+        all_whole.push_back(false);
+        Set(o, s.dim, *blocks, s.rule);
+      }
       groups.push_back(*blocks);
       lengths.push_back(length);
       at += length;
@@ -1251,11 +1334,13 @@ class ShardFlow {
       if (n.target == "torch.ops.aten.split_with_sizes.default") {
         const std::vector<int64_t> sizes = IntsArg(n, "split_sizes");
         for (size_t i = 0; i < sizes.size() && i < groups.size(); ++i) {
-          if (sizes[i] == std::numeric_limits<int64_t>::min()) continue;
+          if (sizes[i] == std::numeric_limits<int64_t>::min() || all_whole[i]) continue;  // whole: the same on every rank
           if (!LocalConstant(n, "split_sizes", static_cast<int64_t>(i), groups[i], 1, s)) {
             RefuseConstant(n, value, "it splits the split dim at the constant size " + std::to_string(sizes[i]), groups[i], s);
           }
         }
+      } else if (s.HasWhole()) {
+        Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it cuts a joint sequence with whole streams into parts of one size");
       } else if (n.target == "torch.ops.aten.split.Tensor" && ConstantArg(n, "split_size")) {
         // Each part but the last holds the same blocks, or the local parts would not line up.
         for (size_t i = 1; i + 1 < groups.size(); ++i) {
@@ -1293,31 +1378,51 @@ class ShardFlow {
     const bool stack = n.target == "torch.ops.aten.stack.default";
     const int64_t rank = Rank(out);
     const int64_t d = Norm(IntArg(n, "dim").value_or(0), rank);
-    std::optional<Sharding> result;
-    std::string first;
     std::string sharded;
     for (const std::string& v : tensors->names) {
       if (sharded.empty() && Find(v) != nullptr) sharded = v;
     }
+    const Sharding cut = *Find(sharded);
+    // Joined along the split dim, a whole tensor whose length there is data-dependent is a stream
+    // every rank holds whole (Mochi joins each sample's valid text tokens, picked by a nonzero, to
+    // the rank's video tokens): no plan can split a length known only at run time. Context
+    // parallelism only -- tp shards features, and a whole block there would be summed tp times. A
+    // whole tensor of any other length is refused: the plan should split it with the others.
+    const bool along = !stack && d == cut.dim;
+    std::optional<Sharding> result;
+    if (along) result = Sharding{d, {}, cut.rule, {}};
+    std::vector<std::optional<plan::WholePart>> whole;
+    std::string first;
     for (const std::string& v : tensors->names) {
       const Sharding* s = Find(v);
       if (s == nullptr) {
-        const Sharding& cut = *Find(sharded);
-        Refuse(EditCheck::kTpColwiseEscapes, n, sharded, cut, "it joins the sharded tensor with `" + v + "`, which is whole", v,
-               cut.dim + Rank(v) - Rank(sharded));
+        if (!along || axis_ != Axis::kCp || Rank(v) != Rank(sharded) || !DataDependentLength(v, d)) {
+          Refuse(EditCheck::kTpColwiseEscapes, n, sharded, cut, "it joins the sharded tensor with `" + v + "`, which is whole", v,
+                 cut.dim + Rank(v) - Rank(sharded));
+        }
+        const std::vector<int64_t> sizes = Sizes(v);
+        result->blocks.push_back(sizes[static_cast<size_t>(d)]);
+        whole.push_back(plan::WholePart{v, d, ""});
+        continue;
+      }
+      if (along) {
+        if (s->dim != d) Refuse(EditCheck::kTpColwiseEscapes, n, v, *s, "it joins `" + sharded + "` and `" + v + "`, which are sharded differently");
+        result->blocks.insert(result->blocks.end(), s->blocks.begin(), s->blocks.end());
+        for (size_t i = 0; i < s->blocks.size(); ++i) whole.push_back(s->IsWhole(i) ? s->whole[i] : std::nullopt);
+        continue;
       }
       if (!result) {
         result = *s;
         first = v;
-        continue;
-      }
-      if (!stack && d == s->dim && result->dim == d) {  // packed along the sharded dim
-        result->blocks.insert(result->blocks.end(), s->blocks.begin(), s->blocks.end());
       } else if (!result->SameLayout(*s)) {
         Refuse(EditCheck::kTpColwiseEscapes, n, v, *s, "it joins `" + first + "` and `" + v + "`, which are sharded differently");
       }
     }
-    Set(out, stack && d <= result->dim ? result->dim + 1 : result->dim, result->blocks, result->rule);
+    if (along) {
+      result->whole = std::move(whole);
+      return Set(out, d, result->blocks, result->rule, result->whole);
+    }
+    SetLike(out, stack && d <= result->dim ? result->dim + 1 : result->dim, *result);
   }
 
   // Attention runs apart along `dim` of its (B, H, S, D): the heads under tensor parallelism, the
@@ -1353,7 +1458,7 @@ class ShardFlow {
                "its mask `" + mask + "` " + mask_whole);
       }
     }
-    Set(Outputs(n)[0], dim, any->blocks, any->rule);
+    SetLike(Outputs(n)[0], dim, *any);
   }
 
   void Attention(const Node& n) {
@@ -1399,9 +1504,51 @@ class ShardFlow {
              "the plan leaves this attention local, so each query would see only this rank's keys; make it "
              "context_parallel");
     }
+    if ((sq != nullptr && sq->HasWhole()) || (sk != nullptr && sk->HasWhole())) WholeStreams(n, mask, sq, sk);
     // Whole keys and values: a local attention of this rank's queries is exact (cross-attention on
     // whole text).
-    if (sq != nullptr) Set(Outputs(n)[0], 2, sq->blocks, sq->rule);
+    if (sq != nullptr) SetLike(Outputs(n)[0], 2, *sq);
+  }
+
+  // Attention over a joint sequence with streams every rank holds whole: the runtime needs to find
+  // them around the split rows (before or after, with a length it can read), and attends whole
+  // keys once (runtime/attention AttentionWithWholeRows). Keys left whole entirely need nothing:
+  // a local attention of each rank's queries is exact.
+  void WholeStreams(const Node& n, const std::string& mask, const Sharding* sq, const Sharding* sk) {
+    const std::string q = TensorArg(n, "query"), k = TensorArg(n, "key");
+    const Sharding& any = sq != nullptr && sq->HasWhole() ? *sq : *sk;
+    const std::string& any_name = sq != nullptr && sq->HasWhole() ? q : k;
+    if (sk == nullptr) return;
+    if (!mask.empty()) {
+      Refuse(EditCheck::kMaskNotLaidOutWithKeys, n, any_name, any,
+             "it has a mask, and attention over a joint sequence with streams every rank holds whole takes none yet");
+    }
+    std::vector<plan::WholePart> parts;
+    for (const auto& [role, name, s] : {std::tuple{"q", q, sq}, std::tuple{"kv", k, sk}}) {
+      if (s == nullptr || !s->HasWhole()) continue;
+      // Whole blocks first, then the split ones, then whole blocks again: no whole one in between.
+      size_t i = 0;
+      const size_t count = s->blocks.size();
+      for (; i < count && s->IsWhole(i); ++i) parts.push_back(Located(n, name, *s, i, std::string(role) + "_before"));
+      size_t j = i;
+      while (j < count && !s->IsWhole(j)) ++j;
+      for (; j < count; ++j) {
+        if (!s->IsWhole(j)) {
+          Refuse(EditCheck::kTpUnsupportedOperator, n, name, *s,
+                 "its streams every rank holds whole lie between split ones; weft takes them before or after the split rows");
+        }
+        parts.push_back(Located(n, name, *s, j, std::string(role) + "_after"));
+      }
+    }
+    whole_parts_[n.name] = std::move(parts);
+  }
+  plan::WholePart Located(const Node& n, const std::string& name, const Sharding& s, size_t i, std::string at) const {
+    const plan::WholePart& w = *s.whole[i];
+    if (w.value.empty()) {
+      Refuse(EditCheck::kTpUnsupportedOperator, n, name, s,
+             "the length of its whole stream " + std::to_string(i) + " is read off no tensor (it was padded on the way)");
+    }
+    return plan::WholePart{w.value, w.dim, std::move(at)};
   }
 
   // Guidance branches: attention runs each batch row apart, so Q, K and V (B, H, S, D) must all
@@ -1429,7 +1576,7 @@ class ShardFlow {
         Refuse(EditCheck::kTpColwiseEscapes, n, TensorArg(n, "bias"), *Find(TensorArg(n, "bias")), "a norm over whole features has a tp-sharded bias");
       }
       for (const std::string& o : Outputs(n)) {
-        if (Rank(o) == rank) Set(o, x->dim, x->blocks, x->rule);
+        if (Rank(o) == rank) SetLike(o, x->dim, *x);
       }
       return;
     }
@@ -1446,7 +1593,7 @@ class ShardFlow {
     e.value = Outputs(n)[0];
     e.new_value = width;
     Edit(std::move(e), w != nullptr ? w->rule : x->rule);
-    Set(Outputs(n)[0], x->dim, x->blocks, x->rule);
+    SetLike(Outputs(n)[0], x->dim, *x);
   }
 
   void Reduce(const Node& n, const std::string& value, const Sharding& s) {
@@ -1470,7 +1617,7 @@ class ShardFlow {
       if (d == s.dim) Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it reduces over the sharded dim");
       if (d < s.dim) ++removed;
     }
-    for (const std::string& o : Outputs(n)) Set(o, keep ? s.dim : s.dim - removed, s.blocks, s.rule);
+    for (const std::string& o : Outputs(n)) SetLike(o, keep ? s.dim : s.dim - removed, s);
   }
 
   struct Scoped {
@@ -1489,6 +1636,10 @@ class ShardFlow {
   std::unordered_map<std::string, Sharding> sharded_;
   std::unordered_map<std::string, uint8_t>* record_ = nullptr;
   const Node* current_ = nullptr;  // the node being visited
+  // A joint sequence with whole streams that node reads (Set refuses to drop them).
+  std::optional<std::pair<std::string, Sharding>> whole_in_;
+  // Attention nodes over joint sequences with whole streams: the streams (the edits' whole_parts).
+  std::map<std::string, std::vector<plan::WholePart>> whole_parts_;
   // Context parallelism (CollectSplits).
   std::vector<Scoped> scoped_;                        // splits of a module argument
   std::map<std::string, Sharding> after_;             // splits right after a value's producer
@@ -1517,8 +1668,13 @@ void CheckSplitDataflow(const plan::ExecutionPlan& plan, const Program& program,
 void AddSplitDataflowEdits(const plan::ExecutionPlan& plan, const Program& program, plan::ProgramEdits& edits) {
   // The walks read `edits` while they decide; what they add is appended once both are done.
   plan::ProgramEdits added;
-  ShardFlow(ShardFlow::Axis::kCp, plan, program, edits, &added).Run();
+  ShardFlow cp(ShardFlow::Axis::kCp, plan, program, edits, &added);
+  cp.Run();
   ShardFlow(ShardFlow::Axis::kCfg, plan, program, edits, &added).Run();
+  for (plan::ProgramEdit& e : edits.edits) {
+    if (e.kind != Kind::kAttention) continue;
+    if (auto it = cp.WholeParts().find(e.node); it != cp.WholeParts().end()) e.whole_parts = it->second;
+  }
   for (plan::ProgramEdit& e : added.edits) edits.edits.push_back(std::move(e));
 }
 

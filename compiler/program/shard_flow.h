@@ -30,6 +30,14 @@
 // branches (splits over cfg, along the batch) are followed the same way in a walk of their own;
 // attention passes them when Q, K, V (and a mask that varies along the batch) all carry them.
 //
+// A joint sequence may also hold streams every rank holds whole (Mochi joins each sample's valid
+// text tokens, picked by a nonzero, to the rank's video tokens): a whole tensor joined by a `cat`
+// along the split dim is such a block. It rides along through row-wise operators, a pad of the
+// whole stream and a split at the streams' bounds (a part holding whole streams only is whole from
+// there); an attention over it records each whole stream and where its rows lie (the attention
+// edit's whole_parts: the runtime attends whole keys once, not once per rank). Any other operator
+// reading it is refused by name.
+//
 // Anything else a sharding meets is refused (PlanEditError naming the node, its module and the
 // rule the sharding comes from): a reduction, softmax or norm over the sharded dim, a reshape
 // that merges it with the dim before it, a slice or split inside a block, a sharded tensor mixed

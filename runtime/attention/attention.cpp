@@ -422,11 +422,10 @@ CpMode ModeForMesh(int ring, int ulysses) {
   return CpMode::kLocal;
 }
 
-AttentionOutput ContextParallelAttention(DistContext& ctx, const at::Tensor& q,
-                                         const at::Tensor& k, const at::Tensor& v,
-                                         const std::optional<at::Tensor>& key_mask,
-                                         const CpAttentionOptions& options) {
-  switch (ModeForMesh(ctx.AxisSize(Axis::kRing), ctx.AxisSize(Axis::kUlysses))) {
+AttentionOutput AttentionInMode(DistContext& ctx, CpMode mode, const at::Tensor& q, const at::Tensor& k,
+                                const at::Tensor& v, const std::optional<at::Tensor>& key_mask,
+                                const CpAttentionOptions& options) {
+  switch (mode) {
     case CpMode::kUsp: return UspAttention(ctx, q, k, v, key_mask, options);
     case CpMode::kRing: return RingAttention(ctx, q, k, v, key_mask, options);
     case CpMode::kUlysses: return UlyssesAttention(ctx, q, k, v, key_mask, options);
@@ -434,6 +433,82 @@ AttentionOutput ContextParallelAttention(DistContext& ctx, const at::Tensor& q,
   }
   return LocalAttention(q, k, v, key_mask, options.pair_mask,
                         {options.scale, options.kernel, options.return_lse});
+}
+
+AttentionOutput ContextParallelAttention(DistContext& ctx, const at::Tensor& q,
+                                         const at::Tensor& k, const at::Tensor& v,
+                                         const std::optional<at::Tensor>& key_mask,
+                                         const CpAttentionOptions& options) {
+  return AttentionInMode(ctx, ModeForMesh(ctx.AxisSize(Axis::kRing), ctx.AxisSize(Axis::kUlysses)), q, k, v,
+                         key_mask, options);
+}
+
+AttentionOutput AttentionWithWholeRows(DistContext& ctx, CpMode mode, const at::Tensor& q, const at::Tensor& k,
+                                       const at::Tensor& v, const std::optional<at::Tensor>& key_mask,
+                                       const WholeRows& whole, const CpAttentionOptions& options) {
+  const std::string where = Where(ctx, "AttentionWithWholeRows", Axis::kCp, options);
+  CheckLocalInputs(where, q, k, v, std::nullopt);
+  TORCH_CHECK(!key_mask && !options.pair_mask, where,
+              ": a mask over a joint sequence with streams every rank holds whole is not supported");
+  TORCH_CHECK(KernelReturnsLse(options.kernel), where, ": whole rows are merged by their log-sum-exp, but kernel '",
+              LocalKernelName(options.kernel), "' returns none");
+  TORCH_CHECK(whole.q_before >= 0 && whole.q_after >= 0 && whole.kv_before >= 0 && whole.kv_after >= 0 &&
+                  whole.q_before + whole.q_after <= q.size(1) && whole.kv_before + whole.kv_after <= k.size(1),
+              where, ": whole rows (q ", whole.q_before, " + ", whole.q_after, ", k/v ", whole.kv_before, " + ",
+              whole.kv_after, ") exceed the local lengths q ", q.size(1), ", k ", k.size(1));
+  const LocalAttentionOptions local{options.scale, options.kernel, true};
+  // The rows of `t` along dim 1 that every rank holds whole, and those split.
+  auto whole_of = [](const at::Tensor& t, int64_t before, int64_t after) {
+    if (after == 0) return t.narrow(1, 0, before);
+    return at::cat({t.narrow(1, 0, before), t.narrow(1, t.size(1) - after, after)}, 1);
+  };
+  auto split_of = [](const at::Tensor& t, int64_t before, int64_t after) {
+    return t.narrow(1, before, t.size(1) - before - after);
+  };
+  const at::Tensor qs = split_of(q, whole.q_before, whole.q_after), qw = whole_of(q, whole.q_before, whole.q_after);
+  const at::Tensor ks = split_of(k, whole.kv_before, whole.kv_after), kw = whole_of(k, whole.kv_before, whole.kv_after);
+  const at::Tensor vs = split_of(v, whole.kv_before, whole.kv_after), vw = whole_of(v, whole.kv_before, whole.kv_after);
+
+  // Split queries: every rank's split keys through `mode`, then the whole keys once.
+  CpAttentionOptions split_options = options;
+  split_options.return_lse = true;
+  LseMerger split_rows(options.convert_to_fp32);
+  const AttentionOutput over_split = AttentionInMode(ctx, mode, qs, ks, vs, std::nullopt, split_options);
+  split_rows.Add(over_split.out, over_split.lse);
+  if (kw.size(1) > 0) {
+    const AttentionOutput over_whole = LocalAttention(qs, kw, vw, std::nullopt, local);
+    split_rows.Add(over_whole.out, over_whole.lse);
+  }
+  const AttentionOutput s = split_rows.Finish(q.scalar_type());
+  if (qw.size(1) == 0) return s;
+
+  // Whole queries: this rank's split keys, gathered with every rank's and merged in rank order
+  // (the same order on every rank), then the whole keys.
+  const AttentionOutput mine = LocalAttention(qw, ks, vs, std::nullopt, local);
+  const int ranks = ctx.AxisSize(Axis::kCp);
+  at::Tensor packed = at::cat({mine.out.to(at::kFloat), mine.lse.to(at::kFloat).unsqueeze(-1)}, -1);
+  const at::Tensor all = ranks > 1 ? ctx.AllGather(Axis::kCp, packed.contiguous(), 0) : packed;
+  LseMerger whole_rows(options.convert_to_fp32);
+  const int64_t d = q.size(3);
+  for (int r = 0; r < ranks; ++r) {
+    const at::Tensor part = all.narrow(0, r * q.size(0), q.size(0));
+    whole_rows.Add(part.narrow(-1, 0, d), part.select(-1, d));
+  }
+  if (kw.size(1) > 0) {
+    const AttentionOutput over_whole = LocalAttention(qw, kw, vw, std::nullopt, local);
+    whole_rows.Add(over_whole.out, over_whole.lse);
+  }
+  const AttentionOutput w = whole_rows.Finish(q.scalar_type());
+  auto layout = [&](const at::Tensor& split_part, const at::Tensor& whole_part) {
+    std::vector<at::Tensor> pieces;
+    if (whole.q_before > 0) pieces.push_back(whole_part.narrow(1, 0, whole.q_before));
+    pieces.push_back(split_part);
+    if (whole.q_after > 0) pieces.push_back(whole_part.narrow(1, whole.q_before, whole.q_after));
+    return at::cat(pieces, 1);
+  };
+  AttentionOutput out{layout(s.out, w.out), at::Tensor()};
+  if (options.return_lse) out.lse = layout(s.lse, w.lse);
+  return out;
 }
 
 namespace {

@@ -116,6 +116,31 @@ AttentionOutput ContextParallelAttention(dist::DistContext& ctx, const at::Tenso
                                          const std::optional<at::Tensor>& key_mask,
                                          const CpAttentionOptions& options = {});
 
+// The rows of a joint sequence that every rank of the group holds whole, before and after its
+// split rows, in q and in k/v (Mochi joins each sample's valid text tokens, the same on every
+// rank, to the rank's split video tokens).
+struct WholeRows {
+  int64_t q_before = 0, q_after = 0, kv_before = 0, kv_after = 0;
+  bool Any() const { return q_before + q_after + kv_before + kv_after > 0; }
+};
+
+// `mode` (which ContextParallelAttention would pick for ctx's mesh, or another) over such a
+// joint sequence. Whole keys are attended once, not once per rank: this rank's split queries run
+// `mode` over every rank's split keys, merged (by LSE) with a local attention over the whole
+// keys. Whole queries attend this rank's split keys and, on every rank alike, the whole keys; the
+// ranks' partial (out, lse) are all-gathered over the CP group and merged in rank order, so
+// every rank gets the same whole rows, bit for bit. Communication beyond `mode`'s: one
+// all-gather of B x (whole query rows) x H x (D + 1) values. Masks with whole rows are refused
+// (options.pair_mask and `key_mask`), as is a kernel without LSE. Outputs are laid out as q.
+AttentionOutput AttentionWithWholeRows(dist::DistContext& ctx, CpMode mode, const at::Tensor& q, const at::Tensor& k,
+                                       const at::Tensor& v, const std::optional<at::Tensor>& key_mask,
+                                       const WholeRows& whole, const CpAttentionOptions& options = {});
+
+// `mode` run as ContextParallelAttention runs it (kLocal: LocalAttention).
+AttentionOutput AttentionInMode(dist::DistContext& ctx, CpMode mode, const at::Tensor& q, const at::Tensor& k,
+                                const at::Tensor& v, const std::optional<at::Tensor>& key_mask,
+                                const CpAttentionOptions& options = {});
+
 // Number of int64 fields in the shape record.
 inline constexpr int64_t kShapeFields = 8;
 

@@ -24,10 +24,12 @@ class EditBackend {
   // scaled_dot_product_attention(q, k, v, attn_mask, scale) as edit.attention says, q/k/v in the
   // operator's (B, H, S, D) layout; returns (B, H, S, D) (weft.attention). `mask_parts`: when
   // the mask is over (query, key) pairs of a joint sequence, the full length of each split stream
-  // it lays out (edit.parts), in its order; empty otherwise.
+  // it lays out (edit.parts), in its order; empty otherwise. `whole_lengths`: the length of each
+  // stream every rank holds whole (edit.whole_parts, in their order), read at run time.
   virtual at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const std::optional<at::Tensor>& attn_mask, std::optional<double> scale,
-                               const plan::ProgramEdit& edit, const std::vector<int64_t>& mask_parts) = 0;
+                               const plan::ProgramEdit& edit, const std::vector<int64_t>& mask_parts,
+                               const std::vector<int64_t>& whole_lengths) = 0;
   // A rowwise Linear's partial output summed over the tp group, `bias` added once after the sum
   // (weft.all_reduce). May sum in place: nothing else reads the partial output.
   virtual at::Tensor AllReduce(at::Tensor x, const std::optional<at::Tensor>& bias, const plan::ProgramEdit& edit) = 0;

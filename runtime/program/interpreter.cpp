@@ -490,12 +490,12 @@ void PrepareEdit(Impl& impl, size_t n, Instr& instr) {
     if (!optional) Refuse(impl, n, std::string("has no argument `") + name + "`");
     return s;
   };
-  auto parts_of = [&] {
+  auto parts_of = [&](const char* name = "parts") {
     Source parts;  // the full lengths of the parts of a split dim, by symbolic-int slot
     parts.kind = Source::Kind::kIntList;
     for (const program::NamedArgument& in : node.inputs) {
-      if (in.name != "parts") continue;
-      if (in.arg.kind != AK::kSymInts) Refuse(impl, n, "argument `parts` must be symbolic ints");
+      if (in.name != name) continue;
+      if (in.arg.kind != AK::kSymInts) Refuse(impl, n, std::string("argument `") + name + "` must be symbolic ints");
       for (const program::SymIntRef& r : in.arg.sym_ints) {
         parts.slots.push_back(r.is_name ? impl.Slot(r.name) : -1);
         parts.ints.push_back(r.value);
@@ -519,6 +519,7 @@ void PrepareEdit(Impl& impl, size_t n, Instr& instr) {
     }
     instr.args.push_back(scale);
     instr.args.push_back(parts_of());  // the streams a mask over (query, key) pairs lays out
+    instr.args.push_back(parts_of("whole_parts"));  // the lengths of streams every rank holds whole
   } else if (node.target == program::kSplitTarget || node.target == program::kGatherTarget) {
     instr.args = {tensor("self", false)};
     instr.args.push_back(parts_of());
@@ -957,7 +958,7 @@ std::vector<at::Tensor> Interpreter::Run(const std::vector<c10::IValue>& user_in
             std::optional<double> scale;
             if (!stack[4].isNone()) scale = stack[4].toDouble();
             out = impl.options.backend->Attention(stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor(), mask,
-                                                  scale, e, stack[5].toIntVector());
+                                                  scale, e, stack[5].toIntVector(), stack[6].toIntVector());
           }
           stack.clear();
           stack.push_back(std::move(out));

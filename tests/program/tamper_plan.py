@@ -10,6 +10,10 @@ usage: tamper_plan.py IN.plan.json OUT.plan.json EDIT_KIND
        tamper_plan.py IN.plan.json OUT.plan.json mask_parts (every attention's pair mask over a
                                                               joint sequence left in the mask's
                                                               own order: its parts dropped)
+       tamper_plan.py IN.plan.json OUT.plan.json whole_parts (every attention over a joint sequence
+                                                              with streams every rank holds whole
+                                                              left without them: whole keys
+                                                              attended once per rank)
 """
 import hashlib
 import json
@@ -47,6 +51,12 @@ def main():
             sys.exit("tamper_plan.py: %s has no attention whose pair mask has parts" % src)
         for e in attentions:
             del e["parts"]
+    elif kind == "whole_parts":
+        attentions = [e for e in doc["program"]["edits"] if e["kind"] == "attention" and e.get("whole_parts")]
+        if not attentions:
+            sys.exit("tamper_plan.py: %s has no attention over streams every rank holds whole" % src)
+        for e in attentions:
+            del e["whole_parts"]
     elif kind == "weights":
         block = doc["weights"]["blocks"][0]
         for key in ("params", "shapes", "dtypes"):
