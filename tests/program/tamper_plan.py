@@ -45,18 +45,13 @@ def main():
         if '"pair_mask"' not in json.dumps(doc):
             sys.exit("tamper_plan.py: %s has no attention with a pair mask" % src)
         strip(doc)
-    elif kind == "mask_parts":
-        attentions = [e for e in doc["program"]["edits"] if e["kind"] == "attention" and e.get("parts")]
+    elif kind in ("mask_parts", "whole_parts"):
+        key = "parts" if kind == "mask_parts" else "whole_parts"
+        attentions = [e for e in doc["program"]["edits"] if e["kind"] == "attention" and e.get(key)]
         if not attentions:
-            sys.exit("tamper_plan.py: %s has no attention whose pair mask has parts" % src)
+            sys.exit("tamper_plan.py: %s has no attention with `%s`" % (src, key))
         for e in attentions:
-            del e["parts"]
-    elif kind == "whole_parts":
-        attentions = [e for e in doc["program"]["edits"] if e["kind"] == "attention" and e.get("whole_parts")]
-        if not attentions:
-            sys.exit("tamper_plan.py: %s has no attention over streams every rank holds whole" % src)
-        for e in attentions:
-            del e["whole_parts"]
+            del e[key]
     elif kind == "weights":
         block = doc["weights"]["blocks"][0]
         for key in ("params", "shapes", "dtypes"):
