@@ -169,6 +169,36 @@ TEST(PlanJsonTest, ProgramEditsRoundTripWithAnAttentionsMaskParts) {
   EXPECT_EQ(PlanContentHash(*r.plan), PlanContentHash(p));
 }
 
+// An attention over a joint sequence with streams every rank holds whole keeps them (without them
+// a runner would attend the whole keys once per rank); a place other than the four is refused.
+TEST(PlanJsonTest, ProgramEditsRoundTripWithAnAttentionsWholeStreams) {
+  ExecutionPlan p = SamplePlan();
+  ProgramEdits edits;
+  edits.program = "model.pt2";
+  edits.program_hash = "sha256:" + std::string(64, '0');
+  ProgramEdit attention;
+  attention.kind = ProgramEdit::Kind::kAttention;
+  attention.node = "scaled_dot_product_attention_1";
+  attention.attention = Attention{};
+  attention.whole_parts = {{"index", 2, "q_after"}, {"index_1", 2, "kv_after"}};
+  edits.edits = {attention};
+  p.program = edits;
+  const std::string json = WritePlanJson(p);
+  const PlanReadResult r = ReadPlanJson(json);
+  ASSERT_TRUE(r.errors.empty()) << FormatPlanError("p.json", r.errors.front());
+  ASSERT_TRUE(r.plan->program.has_value());
+  EXPECT_EQ(r.plan->program->edits.at(0).whole_parts, attention.whole_parts);
+  EXPECT_EQ(PlanContentHash(*r.plan), PlanContentHash(p));
+  std::string bad = json;
+  const size_t at = bad.find("\"q_after\"");
+  ASSERT_NE(at, std::string::npos);
+  bad.replace(at, 9, "\"q_middle\"");
+  const PlanReadResult refused = ReadPlanJson(bad);
+  ASSERT_FALSE(refused.errors.empty());
+  EXPECT_NE(FormatPlanError("p.json", refused.errors.front()).find("`q_middle` is not one of q_before, q_after, kv_before, kv_after"),
+            std::string::npos) << FormatPlanError("p.json", refused.errors.front());
+}
+
 TEST(PlanJsonTest, HashCoversContentButNotLayout) {
   const ExecutionPlan p = SamplePlan();
   ExecutionPlan q = SamplePlan();

@@ -853,3 +853,93 @@ TEST(LocalSizes, AMaskOverPairsOfAJointSequenceIsReorderedByItsStreams) {
 
 }  // namespace
 }  // namespace weft::program
+
+namespace weft::program {
+namespace {
+
+// Mochi's joint sequence: split tokens x (1, s0, 8) viewed as (1, 1, s0, 8), joined along the tokens
+// to `t` (1, 1, `t_length`, 8), which every rank holds whole, then attended context-parallel.
+struct WholeStreamCase {
+  Builder b{/*bare=*/true};
+  plan::ProgramEdits edits;
+  explicit WholeStreamCase(SymInt t_length) {
+    b.Input("x", {1, 8, 8}, InputSpec::Kind::kUserInput, "");
+    b.p.tensor_values["x"].sizes[1] = Sym("s0", 8);
+    b.Input("t", {1, 1, t_length.value, 8}, InputSpec::Kind::kUserInput, "");
+    b.p.tensor_values["t"].sizes[2] = t_length;
+    b.Add("q", "view.default", {In("self", Tensor("x")), In("size", Ints({1, 1, -1, 8}))}, {1, 1, 8, 8});
+    b.p.tensor_values["q"].sizes[2] = Sym("s0", 8);
+    b.Add("j", "cat.default", {In("tensors", Tensors({"q", "t"})), In("dim", Int(2))}, {1, 1, 8 + t_length.value, 8});
+    edits = SplitX(1, 3);
+    edits.edits.push_back(AttentionEditOfO(plan::AttentionMode::kRing));
+  }
+};
+
+// The length a nonzero gives (an unbacked symbol), here with a hint of 3.
+SymInt DataDependent() { return SymInt{true, 3, "Symbol('u0', integer=True)"}; }
+
+// The whole stream rides through the attention and a split at the streams' bounds: the attention
+// edit records where its rows lie and whose dim holds its length, the video part stays split (its
+// gather passes) and the text part is whole (it reaches the output ungathered).
+TEST(ShardFlow, AWholeStreamOfDataDependentLengthIsRecordedOnTheAttention) {
+  WholeStreamCase c(DataDependent());
+  c.b.Add("o", "scaled_dot_product_attention.default",
+          {In("query", Tensor("j")), In("key", Tensor("j")), In("value", Tensor("j"))}, {1, 1, 11, 8});
+  NamedArgument sizes;
+  sizes.name = "split_sizes";
+  sizes.arg.kind = AK::kSymInts;
+  sizes.arg.sym_ints = {SymIntRef{true, "video_length", 0}, SymIntRef{true, "text_length", 0}};
+  c.b.p.sym_int_values["video_length"] = Sym("s0", 8);
+  c.b.p.sym_int_values["text_length"] = DataDependent();
+  Node split;
+  split.name = "parts";
+  split.target = "torch.ops.aten.split_with_sizes.default";
+  split.inputs = {In("self", Tensor("o")), sizes, In("dim", Int(2))};
+  Argument outs;
+  outs.kind = AK::kTensors;
+  outs.names = {"video", "text"};
+  split.outputs = {outs};
+  c.b.p.nodes.push_back(split);
+  c.b.Meta("video", {1, 1, 8, 8});
+  c.b.Meta("text", {1, 1, 3, 8});
+  c.b.Output("video");
+  c.b.Output("text");
+  c.edits.edits.push_back(GatherOf("video", 2, 4, 9));
+  AddSplitDataflowEdits(Mesh(plan::kUlyssesAxis), c.b.p, c.edits);
+  const plan::ProgramEdit* attention = nullptr;
+  for (const plan::ProgramEdit& e : c.edits.edits) {
+    if (e.kind == plan::ProgramEdit::Kind::kAttention) attention = &e;
+  }
+  ASSERT_NE(attention, nullptr);
+  const std::vector<plan::WholePart> want = {{"t", 2, "q_after"}, {"t", 2, "kv_after"}};
+  EXPECT_EQ(attention->whole_parts, want);
+}
+
+// Any operator weft does not follow a whole stream through is refused, naming the stream.
+// (Here a flatten of the tokens with the features: each rank's rows would interleave its own.)
+TEST(ShardFlow, AWholeStreamMeetingAFlattenOfTheTokensIsRefused) {
+  WholeStreamCase c(DataDependent());
+  c.b.Add("s", "flatten.using_ints", {In("self", Tensor("j")), In("start_dim", Int(2)), In("end_dim", Int(3))},
+          {1, 1, 88});
+  c.b.Output("s");
+  ExpectRefused([&] { CheckSplitDataflow(Mesh(plan::kUlyssesAxis), c.b.p, c.edits); }, EditCheck::kCpSplitMixedWithWhole,
+      "program: a context-parallel split cannot pass node `s` (flatten.using_ints) at the root: it reads a joint sequence "
+      "that holds `t` whole on every rank (a cat joined it to split streams), which weft follows through row-wise "
+      "operators, attention, a pad of the whole stream and a split at the streams' bounds only; split it with the "
+      "others; it reads `j`, split along dim 2 in blocks [8, 3]; its split comes from the plan's rule for the root "
+      "(rule at plan.weft:5:5)");
+}
+
+// A whole stream of a length the plan could split (a symbol of the inputs, not of a nonzero) is
+// still refused at the cat: most often a stream the plan forgot to split.
+TEST(ShardFlow, AWholeStreamOfSplittableLengthIsRefusedAtTheCat) {
+  WholeStreamCase c(Sym("s1", 3));
+  c.b.Output("j");
+  ExpectRefused([&] { CheckSplitDataflow(Mesh(plan::kUlyssesAxis), c.b.p, c.edits); }, EditCheck::kCpSplitMixedWithWhole,
+      "program: a context-parallel split cannot pass node `j` (cat.default) at the root: it joins the sharded "
+      "tensor with `t`, which is whole; it reads `q`, split along dim 2 in blocks [8]; its split comes from the "
+      "plan's rule for the root (rule at plan.weft:5:5)");
+}
+
+}  // namespace
+}  // namespace weft::program
