@@ -657,8 +657,9 @@ Manifest ParseManifest(const std::string& text, const std::string& where) {
 }  // namespace
 
 // Symbolic sizes the export left without a hint, evaluated at the hints of their symbols (those
-// that some size holding just that symbol carries). An expression over a symbol with no hint (an
-// unbacked `u0`) keeps 0.
+// that some size holding just that symbol carries), an unbacked symbol (`u0`, a nonzero's count)
+// at 0 -- the hint torch.export gives none: Mochi's joint length `s33*(s20//2)*(s66//2) + u0` reads
+// as its video tokens. An expression over any other symbol without a hint keeps 0.
 void FillMissingHints(Program& p) {
   static const std::regex kBare(R"(^\s*(?:Symbol\('([a-z]+[0-9]+)'[^()]*\)|([a-z]+[0-9]+))\s*$)");
   std::map<std::string, int64_t> hints;
@@ -673,7 +674,9 @@ void FillMissingHints(Program& p) {
   ExprEnv env;
   env.symbol = [&](const std::string& name) -> std::optional<int64_t> {
     auto it = hints.find(name);
-    return it == hints.end() ? std::nullopt : std::optional<int64_t>(it->second);
+    if (it != hints.end()) return it->second;
+    static const std::regex kUnbacked(R"(u[0-9]+)");
+    return std::regex_match(name, kUnbacked) ? std::optional<int64_t>(0) : std::nullopt;
   };
   auto fill = [&](SymInt& s) {
     if (!s.symbolic || s.hinted) return;

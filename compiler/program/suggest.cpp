@@ -992,7 +992,7 @@ class Suggester {
         } else if (Is(n, {"view.default", "reshape.default", "_unsafe_view.default", "flatten.using_ints",
                           "transpose.int", "permute.default", "contiguous.default", "clone.default", "to.dtype",
                           "_to_copy.default", "type_as.default", "slice.Tensor", "split_with_sizes.default",
-                          "split.Tensor", "add.Tensor"}) ||
+                          "split.Tensor", "add.Tensor", "pad.default", "constant_pad_nd.default"}) ||
                    n.target == "_operator.getitem") {
           next = OutputsOf(n);
         }
