@@ -15,6 +15,21 @@ std::string Where(const dist::DistContext& ctx, const std::string& fqn, const pl
   return where;
 }
 
+namespace {
+
+// The runtime's name for a plan's attention mode.
+runtime::CpMode ModeOf(plan::AttentionMode mode) {
+  switch (mode) {
+    case plan::AttentionMode::kUlysses: return runtime::CpMode::kUlysses;
+    case plan::AttentionMode::kRing: return runtime::CpMode::kRing;
+    case plan::AttentionMode::kUsp: return runtime::CpMode::kUsp;
+    case plan::AttentionMode::kLocal: break;
+  }
+  return runtime::CpMode::kLocal;
+}
+
+}  // namespace
+
 at::Tensor CpAttentionKernel::Run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                   const std::optional<at::Tensor>& key_padding_mask,
                                   const std::optional<at::Tensor>& pair_mask, const runtime::WholeRows& whole) {
@@ -26,31 +41,10 @@ at::Tensor CpAttentionKernel::Run(const at::Tensor& q, const at::Tensor& k, cons
   options.label = site_;
   options.exchange_shapes = uneven_ || !shapes_checked_;
   try {
-    at::Tensor out;
-    if (whole.Any() && attention_.mode != plan::AttentionMode::kLocal) {
-      const runtime::CpMode mode = attention_.mode == plan::AttentionMode::kUlysses ? runtime::CpMode::kUlysses
-                                   : attention_.mode == plan::AttentionMode::kRing  ? runtime::CpMode::kRing
-                                                                                    : runtime::CpMode::kUsp;
-      out = runtime::AttentionWithWholeRows(ctx_, mode, q, k, v, key_padding_mask, whole, options).out;
-      shapes_checked_ = true;
-      return out;
-    }
-    switch (attention_.mode) {
-      case plan::AttentionMode::kLocal:
-        out = runtime::LocalAttention(q, k, v, key_padding_mask, pair_mask,
-                                      {std::nullopt, runtime::LocalKernel::kAuto, false}).out;
-        break;
-      case plan::AttentionMode::kUlysses:
-        out = runtime::UlyssesAttention(ctx_, q, k, v, key_padding_mask, options).out;
-        break;
-      case plan::AttentionMode::kRing:
-        out = runtime::RingAttention(ctx_, q, k, v, key_padding_mask, options).out;
-        break;
-      case plan::AttentionMode::kUsp:
-        out = runtime::UspAttention(ctx_, q, k, v, key_padding_mask, options).out;
-        break;
-    }
-    if (!out.defined()) throw ExecError("unreachable attention mode");
+    const runtime::CpMode mode = ModeOf(attention_.mode);
+    at::Tensor out = whole.Any()
+                         ? runtime::AttentionWithWholeRows(ctx_, mode, q, k, v, key_padding_mask, whole, options).out
+                         : runtime::AttentionInMode(ctx_, mode, q, k, v, key_padding_mask, options).out;
     shapes_checked_ = true;
     return out;
   } catch (const ExecError&) {

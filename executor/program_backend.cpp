@@ -255,9 +255,6 @@ at::Tensor ProgramBackend::Attention(const at::Tensor& q, const at::Tensor& k, c
     if (rows == nullptr) throw ExecError(where + ": whole stream `" + edit.whole_parts[i].value + "` at `" + at + "`, not one of q_before, q_after, kv_before, kv_after");
     *rows += whole_lengths[i];
   }
-  if (whole.Any() && (key_mask || pair_mask)) {
-    throw ExecError(where + ": a mask over a joint sequence with streams every rank holds whole is not supported");
-  }
   auto& kernel = kernels_[&edit];
   if (!kernel) kernel = std::make_unique<CpAttentionKernel>(*edit.attention, edit.module, edit.uneven, ctx_);
   // The operator's (B, H, S, D) as weft's kernels take it, (B, S, H, D): views, no copies.

@@ -45,10 +45,6 @@ struct SymInt {
   bool symbolic = false;
   int64_t value = 0;      // the constant, or the hint of a symbolic size
   std::string expr;       // symbolic only
-  // False for a symbolic size the export left without a hint (one next to a data-dependent size:
-  // Mochi's `s31 + s33*(s20//2)*(s66//2)` after its nonzero): the reader then evaluates `expr` at
-  // the hints of its symbols where it can (value stays 0 where it cannot: an unbacked `u0`).
-  bool hinted = true;
 };
 
 struct TensorMeta {

@@ -1,7 +1,6 @@
 #include "compiler/program/program_reader.h"
 
 #include "compiler/program/expr.h"
-
 #include "compiler/program/inline_hops.h"
 #include "compiler/program/validate.h"
 #include "compiler/source/sha256.h"
@@ -11,7 +10,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
-#include <regex>
+#include <unordered_map>
 
 namespace weft::program {
 namespace {
@@ -134,13 +133,9 @@ SymInt ParseSymInt(const Json& j, const std::string& where) {
   } else if (kind == "as_expr") {
     s.symbolic = true;
     s.expr = String(Field(*value, "expr_str", where), where + ".expr_str");
-    s.hinted = false;
     if (const Json* hint = OptField(*value, "hint")) {
       auto [hint_kind, hint_value] = UnionOf(*hint, where + ".hint");
-      if (hint_kind == "as_int") {
-        s.value = Int(*hint_value, where + ".hint");
-        s.hinted = true;
-      }
+      if (hint_kind == "as_int") s.value = Int(*hint_value, where + ".hint");
     }
   } else {
     Fail(where, "unknown SymInt kind `" + kind + "`");
@@ -656,16 +651,29 @@ Manifest ParseManifest(const std::string& text, const std::string& where) {
 
 }  // namespace
 
-// Symbolic sizes the export left without a hint, evaluated at the hints of their symbols (those
-// that some size holding just that symbol carries), an unbacked symbol (`u0`, a nonzero's count)
-// at 0 -- the hint torch.export gives none: Mochi's joint length `s33*(s20//2)*(s66//2) + u0` reads
-// as its video tokens. An expression over any other symbol without a hint keeps 0.
+namespace {
+
+// Symbolic sizes the export left without a hint (read as 0: Mochi's `s31 + s33*(s20//2)*(s66//2)`
+// next to its nonzero), evaluated at the hints of their symbols -- those a size holding just that
+// symbol carries -- with an unbacked symbol (`u0`, a nonzero's count) at 0, the hint torch.export
+// gives none: Mochi's joint length `s33*(s20//2)*(s66//2) + u0` reads as its video tokens. One
+// that names a symbol without a hint stays 0; one whose hint was 0 evaluates to 0 again.
 void FillMissingHints(Program& p) {
-  static const std::regex kBare(R"(^\s*(?:Symbol\('([a-z]+[0-9]+)'[^()]*\)|([a-z]+[0-9]+))\s*$)");
+  std::unordered_map<std::string, std::optional<Expr>> parsed;  // by text: sizes share expressions
+  auto parse = [&](const std::string& text) -> const std::optional<Expr>& {
+    auto [it, added] = parsed.try_emplace(text);
+    if (added) {
+      try {
+        it->second = Expr::Parse(text);
+      } catch (const ExprError&) {
+      }
+    }
+    return it->second;
+  };
   std::map<std::string, int64_t> hints;
   auto learn = [&](const SymInt& s) {
-    std::smatch m;
-    if (s.symbolic && s.hinted && std::regex_match(s.expr, m, kBare)) hints.emplace(m[1].matched ? m[1] : m[2], s.value);
+    if (!s.symbolic || s.value == 0) return;
+    if (const std::optional<Expr>& e = parse(s.expr); e && !e->AsSymbol().empty()) hints.emplace(e->AsSymbol(), s.value);
   };
   for (const auto& [name, meta] : p.tensor_values) {
     for (const SymInt& s : meta.sizes) learn(s);
@@ -673,16 +681,13 @@ void FillMissingHints(Program& p) {
   for (const auto& [name, s] : p.sym_int_values) learn(s);
   ExprEnv env;
   env.symbol = [&](const std::string& name) -> std::optional<int64_t> {
-    auto it = hints.find(name);
-    if (it != hints.end()) return it->second;
-    static const std::regex kUnbacked(R"(u[0-9]+)");
-    return std::regex_match(name, kUnbacked) ? std::optional<int64_t>(0) : std::nullopt;
+    if (auto it = hints.find(name); it != hints.end()) return it->second;
+    return IsUnbackedSymbol(name) ? std::optional<int64_t>(0) : std::nullopt;
   };
   auto fill = [&](SymInt& s) {
-    if (!s.symbolic || s.hinted) return;
+    if (!s.symbolic || s.value != 0) return;
     try {
-      s.value = Expr::Parse(s.expr).Evaluate(env);
-      s.hinted = true;
+      if (const std::optional<Expr>& e = parse(s.expr)) s.value = e->Evaluate(env);
     } catch (const ExprError&) {
     }
   };
@@ -691,6 +696,8 @@ void FillMissingHints(Program& p) {
   }
   for (auto& [name, s] : p.sym_int_values) fill(s);
 }
+
+}  // namespace
 
 Program ParseProgramJson(const std::string& model_json, const std::string& where) {
   Json j = ParseJson(model_json, where, "not valid JSON");

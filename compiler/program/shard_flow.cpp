@@ -6,7 +6,6 @@
 #include <map>
 #include <numeric>
 #include <optional>
-#include <regex>
 #include <set>
 #include <string>
 #include <string_view>
@@ -15,6 +14,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "compiler/program/expr.h"
 #include "compiler/program/local_sizes.h"
 #include "compiler/program/plan_edit_error.h"
 
@@ -543,11 +543,12 @@ class ShardFlow {
   // True when dim `dim` of `v` has a size known only at run time (an unbacked symbol `u0` of a
   // nonzero, a boolean-mask index).
   bool DataDependentLength(const std::string& v, int64_t dim) const {
-    static const std::regex kUnbacked(R"((^|[^A-Za-z0-9_])u[0-9]+)");
     const TensorMeta* m = p_.FindTensor(v);
     if (m == nullptr || dim < 0 || dim >= static_cast<int64_t>(m->sizes.size())) return false;
     const SymInt& size = m->sizes[static_cast<size_t>(dim)];
-    return size.symbolic && std::regex_search(size.expr, kUnbacked);
+    if (!size.symbolic) return false;
+    const std::vector<std::string> symbols = Expr::Parse(size.expr).Symbols();
+    return std::any_of(symbols.begin(), symbols.end(), IsUnbackedSymbol);
   }
   bool StaticOne(const std::string& v, int64_t dim) const {
     const TensorMeta* m = p_.FindTensor(v);
@@ -572,15 +573,11 @@ class ShardFlow {
   // refused, never left to treat a whole stream as split.
   void Set(const std::string& v, int64_t dim, std::vector<int64_t> blocks, size_t rule) {
     if (whole_in_) {
-      // Name the whole stream: most often a stream the plan forgot to split, joined by a cat before.
-      std::string whole;
-      int64_t whole_dim = -1;
-      for (const auto& w : whole_in_->second.whole) {
-        if (w && !w->value.empty() && whole.empty()) {
-          whole = w->value;
-          whole_dim = w->dim;
-        }
-      }
+      // Name the whole stream (the first whose tensor is known).
+      const auto& streams = whole_in_->second.whole;
+      const auto named = std::find_if(streams.begin(), streams.end(), [](const auto& w) { return w && !w->value.empty(); });
+      const std::string whole = named == streams.end() ? "" : (*named)->value;
+      const int64_t whole_dim = named == streams.end() ? -1 : (*named)->dim;
       Refuse(EditCheck::kTpColwiseEscapes, *current_, whole_in_->first, whole_in_->second,
              "it reads a joint sequence that holds " + (whole.empty() ? std::string("a stream") : "`" + whole + "`") +
                  " whole on every rank (a cat joined it to split streams), which weft follows through row-wise "
@@ -1515,29 +1512,29 @@ class ShardFlow {
   // keys once (runtime/attention AttentionWithWholeRows). Keys left whole entirely need nothing:
   // a local attention of each rank's queries is exact.
   void WholeStreams(const Node& n, const std::string& mask, const Sharding* sq, const Sharding* sk) {
-    const std::string q = TensorArg(n, "query"), k = TensorArg(n, "key");
-    const Sharding& any = sq != nullptr && sq->HasWhole() ? *sq : *sk;
-    const std::string& any_name = sq != nullptr && sq->HasWhole() ? q : k;
     if (sk == nullptr) return;
+    const std::string q = TensorArg(n, "query"), k = TensorArg(n, "key");
     if (!mask.empty()) {
-      Refuse(EditCheck::kMaskNotLaidOutWithKeys, n, any_name, any,
+      const bool q_whole = sq != nullptr && sq->HasWhole();
+      Refuse(EditCheck::kMaskNotLaidOutWithKeys, n, q_whole ? q : k, q_whole ? *sq : *sk,
              "it has a mask, and attention over a joint sequence with streams every rank holds whole takes none yet");
     }
     std::vector<plan::WholePart> parts;
     for (const auto& [role, name, s] : {std::tuple{"q", q, sq}, std::tuple{"kv", k, sk}}) {
       if (s == nullptr || !s->HasWhole()) continue;
-      // Whole blocks first, then the split ones, then whole blocks again: no whole one in between.
-      size_t i = 0;
-      const size_t count = s->blocks.size();
-      for (; i < count && s->IsWhole(i); ++i) parts.push_back(Located(n, name, *s, i, std::string(role) + "_before"));
-      size_t j = i;
-      while (j < count && !s->IsWhole(j)) ++j;
-      for (; j < count; ++j) {
-        if (!s->IsWhole(j)) {
-          Refuse(EditCheck::kTpUnsupportedOperator, n, name, *s,
-                 "its streams every rank holds whole lie between split ones; weft takes them before or after the split rows");
+      // Whole blocks before the split ones and after them; none in between.
+      bool split_seen = false, after = false;
+      for (size_t i = 0; i < s->blocks.size(); ++i) {
+        if (!s->IsWhole(i)) {
+          if (after) {
+            Refuse(EditCheck::kTpUnsupportedOperator, n, name, *s,
+                   "its streams every rank holds whole lie between split ones; weft takes them before or after the split rows");
+          }
+          split_seen = true;
+          continue;
         }
-        parts.push_back(Located(n, name, *s, j, std::string(role) + "_after"));
+        after = split_seen;
+        parts.push_back(Located(n, name, *s, i, std::string(role) + (after ? "_after" : "_before")));
       }
     }
     whole_parts_[n.name] = std::move(parts);

@@ -137,14 +137,21 @@ TEST(PlanJsonTest, RoundTripIsExact) {
   EXPECT_EQ(r.plan->steps[0].splits[1].origin.ToString(), "plans/flux.weft:7:5");
 }
 
+// SamplePlan() compiled against a program ("model.pt2") with `edits`.
+ExecutionPlan WithProgramEdits(std::vector<ProgramEdit> edits) {
+  ExecutionPlan p = SamplePlan();
+  ProgramEdits program;
+  program.program = "model.pt2";
+  program.program_hash = "sha256:" + std::string(64, '0');
+  program.edits = std::move(edits);
+  p.program = std::move(program);
+  return p;
+}
+
 // Program edits keep every field through JSON: an attention whose mask over (query, key) pairs
 // lays out a joint sequence keeps the streams' lengths it is reordered by (without them a runner
 // would apply the mask in its own order, not the ranks').
 TEST(PlanJsonTest, ProgramEditsRoundTripWithAnAttentionsMaskParts) {
-  ExecutionPlan p = SamplePlan();
-  ProgramEdits edits;
-  edits.program = "model.pt2";
-  edits.program_hash = "sha256:" + std::string(64, '0');
   ProgramEdit split;
   split.kind = ProgramEdit::Kind::kSplit;
   split.value = "mask";
@@ -157,8 +164,7 @@ TEST(PlanJsonTest, ProgramEditsRoundTripWithAnAttentionsMaskParts) {
   attention.attention = Attention{};
   attention.attention->pair_mask = true;
   attention.parts = {"sym_size_int_15", "sym_size_int_12"};
-  edits.edits = {split, attention};
-  p.program = edits;
+  const ExecutionPlan p = WithProgramEdits({split, attention});
   const PlanReadResult r = ReadPlanJson(WritePlanJson(p));
   ASSERT_TRUE(r.errors.empty()) << FormatPlanError("p.json", r.errors.front());
   ASSERT_TRUE(r.plan->program.has_value());
@@ -172,17 +178,12 @@ TEST(PlanJsonTest, ProgramEditsRoundTripWithAnAttentionsMaskParts) {
 // An attention over a joint sequence with streams every rank holds whole keeps them (without them
 // a runner would attend the whole keys once per rank); a place other than the four is refused.
 TEST(PlanJsonTest, ProgramEditsRoundTripWithAnAttentionsWholeStreams) {
-  ExecutionPlan p = SamplePlan();
-  ProgramEdits edits;
-  edits.program = "model.pt2";
-  edits.program_hash = "sha256:" + std::string(64, '0');
   ProgramEdit attention;
   attention.kind = ProgramEdit::Kind::kAttention;
   attention.node = "scaled_dot_product_attention_1";
   attention.attention = Attention{};
   attention.whole_parts = {{"index", 2, "q_after"}, {"index_1", 2, "kv_after"}};
-  edits.edits = {attention};
-  p.program = edits;
+  const ExecutionPlan p = WithProgramEdits({attention});
   const std::string json = WritePlanJson(p);
   const PlanReadResult r = ReadPlanJson(json);
   ASSERT_TRUE(r.errors.empty()) << FormatPlanError("p.json", r.errors.front());
