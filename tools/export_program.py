@@ -27,9 +27,11 @@ is JSON with null where the tensors go. `weft-run --inputs` reads the same file.
 
 Besides torch's own entries, the archive carries `extra/weft.json` (format `weft.program/1`): the
 model class and config, the named config values plans use, each module class's forward signature,
-the module tree with containers and attributes, the dtype, and every workload of the config as
+the module tree with containers and attributes, the dtype, every workload of the config as
 concrete input shapes, so `weft check --program` can evaluate the program's symbolic sizes at
-each. torch writes stack traces into every node; they are dropped (they name this machine's paths)
+each, and the sizes of the inputs the model's own code fixed while torch traced it, with the line
+that fixed each (`fixed_sizes`; also printed after the export: ZImage's `len(tensor)` makes its
+token counts constants). torch writes stack traces into every node; they are dropped (they name this machine's paths)
 and the entries are deflated. See compiler/program/README.md for what weft reads.
 """
 
@@ -657,6 +659,7 @@ def export(cls_name, cfg, kwargs, dtype, name, workloads, source, out_path):
                 torch_log.keep = True
                 raise SystemExit(trace_failure(cls_name, e) + "\n  (torch's own log of the trace: %s)" % torch_log.path)
         extra["bypassed"] = bypassed
+        extra["fixed_sizes"] = fixed_sizes(ep)
     seconds = time.time() - start
     serializable_rounding(ep)
     buf = io.BytesIO()
@@ -705,6 +708,53 @@ def serializable_rounding(ep):
     if rewritten:
         ep.graph_module.recompile()
     return rewritten
+
+
+def _input_name(source):
+    """torch's source of a symbol (`L['cap_feats'][0].size()[0]`) as the input's path reads in weft
+    (`cap_feats[0].shape[0]`)."""
+    name = re.sub(r"^L\['([^']+)'\]", r"\1", source)
+    return re.sub(r"\.size\(\)\[(\d+)\]", r".shape[\1]", name)
+
+
+def fixed_sizes(ep, limit=16):
+    """Sizes of the inputs that the model's own code fixed while torch traced it, each once: an
+    expression of input dims (`cap_feats[0].shape[0]`, or ZImage's image tokens
+    `(x[0].shape[2]//2)*(x[0].shape[3]//2)`) equated with a constant >= 2 by a guard raised in the
+    model's code (torch's own guards are left out), with the file, line and code that raised it.
+    The program keeps its guards without their source; weft suggest and weft program say from these
+    why a token length is fixed (ZImage reads `len(tensor)`, a Python int)."""
+    import sympy
+    shape_env = next((n.meta["val"].fake_mode.shape_env for n in ep.graph.nodes
+                      if n.op == "placeholder" and getattr(n.meta.get("val"), "fake_mode", None) is not None), None)
+    if shape_env is None:
+        return []
+    inputs = {s: sympy.Symbol(_input_name(srcs[0].name), integer=True, positive=True)
+              for s, srcs in shape_env.var_to_sources.items() if srcs}
+    found, seen = [], set()
+    for guard in shape_env.guards:
+        frame = guard.sloc.framework_loc  # the innermost frame outside torch's tracing machinery
+        if not isinstance(guard.expr, sympy.Eq) or not hasattr(frame, "filename"):
+            continue
+        if "%storch%s" % (os.sep, os.sep) in frame.filename:
+            continue  # torch's own reasoning (a dim meeting a weight's width, a view's divisibility)
+        lhs, rhs = guard.expr.args
+        if lhs.is_Integer:
+            lhs, rhs = rhs, lhs
+        if not rhs.is_Integer or int(rhs) < 2 or not lhs.free_symbols or not lhs.free_symbols <= set(inputs):
+            continue
+        size = re.sub(r"\(\(([^()]*)\)\)", r"(\1)", str(lhs.xreplace(inputs)))  # sympy's ((a//2))
+        if size in seen:
+            continue
+        seen.add(size)
+        path = frame.filename
+        path = path[path.rindex("%sdiffusers%s" % (os.sep, os.sep)) + 1:] if "%sdiffusers%s" % (os.sep, os.sep) in path \
+            else os.path.basename(path)
+        found.append(OrderedDict(size=size, value=int(rhs), at="%s:%d in %s" % (path, frame.lineno, frame.name),
+                                 code=(frame.line or "").strip()[:200]))
+        if len(found) == limit:
+            break
+    return found
 
 
 class _TorchLog:
@@ -877,6 +927,11 @@ def export_config(config, out, workload=None, batch=None, dtype_name="fp32", mod
     nodes = sum(1 for n in ep.graph.nodes if n.op == "call_function")
     print("%s: %s, %d nodes, %d dynamic sizes, exported in %.1f s, %d bytes" % (
         out, cls_name, nodes, len(ep.range_constraints), seconds, os.path.getsize(out)), file=sys.stderr)
+    fixed = fixed_sizes(ep)
+    for f in fixed[:3]:
+        print("  the forward fixed %s = %d at %s: %s" % (f["size"], f["value"], f["at"], f["code"]), file=sys.stderr)
+    if len(fixed) > 3:
+        print("  ... and %d more sizes fixed (weft program %s lists them)" % (len(fixed) - 3, out), file=sys.stderr)
     return ep, seconds
 
 

@@ -130,6 +130,10 @@ int RunProgram(const ProgramOptions& o) {
     std::cout << "\n  guards: " << p.guards.size() << "\n";
     if (p.manifest) {
       for (const auto& [path, why] : p.manifest->unpreserved) std::cout << "  no call signature: " << path << " (" << why << ")\n";
+      for (const program::FixedSize& f : p.manifest->fixed_sizes) {
+        std::cout << "  fixed by the forward: " << f.size << " = " << f.value << " at " << f.at
+                  << (f.code.empty() ? "" : ": " + f.code) << "\n";
+      }
       for (const program::ManifestWorkload& w : p.manifest->workloads) std::cout << "  workload " << w.name << "\n";
     }
     if (o.ops) {

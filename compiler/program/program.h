@@ -189,6 +189,16 @@ struct ManifestWorkload {
   std::vector<InputDesc> inputs;
 };
 
+// A size of the inputs that the model's own code fixed while torch traced it (a guard equating
+// an expression of input dims with a constant, raised in the model's code): ZImage reads
+// `len(tensor)`, a Python int, so its token counts are constants in the program.
+struct FixedSize {
+  std::string size;  // an expression of input dims: `cap_feats[0].shape[0]`, `(x[0].shape[2]//2)*...`
+  int64_t value = 0;
+  std::string at;    // `diffusers/models/transformers/transformer_z_image.py:601 in patchify_and_embed`
+  std::string code;  // that line
+};
+
 // What tools/export_program.py records that the graph does not: the model class and config,
 // named config values, each class's forward signature, the module tree, workloads.
 struct Manifest {
@@ -212,6 +222,8 @@ struct Manifest {
   std::vector<std::pair<std::string, std::vector<size_t>>> bypassed;
   // Modules whose call signature torch.export could not keep, with the reason.
   std::vector<std::pair<std::string, std::string>> unpreserved;
+  // The sizes the forward fixed at export, in the order torch met them (at most 16).
+  std::vector<FixedSize> fixed_sizes;
 };
 
 // A graph of nodes: the body of a higher-order operator (the program's own graph is Program's).

@@ -646,6 +646,17 @@ Manifest ParseManifest(const std::string& text, const std::string& where) {
   if (const Json* un = OptField(j, "unpreserved")) {
     for (auto& [path, why] : un->items()) m.unpreserved.emplace_back(path, String(why, where + ".unpreserved"));
   }
+  if (const Json* fixed = OptField(j, "fixed_sizes")) {
+    const std::string at = where + ".fixed_sizes";
+    for (const Json& f : Array(*fixed, at)) {
+      FixedSize x;
+      x.size = String(Field(f, "size", at), at + ".size");
+      x.value = Int(Field(f, "value", at), at + ".value");
+      x.at = String(Field(f, "at", at), at + ".at");
+      if (const Json* code = OptField(f, "code")) x.code = String(*code, at + ".code");
+      m.fixed_sizes.push_back(std::move(x));
+    }
+  }
   return m;
 }
 

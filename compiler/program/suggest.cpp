@@ -470,13 +470,39 @@ class Suggester {
         s_.cp_dropped = "the token length of every self-attention is fixed in the program (" +
                          fixed.front() + (fixed.size() > 1 ? " and " + std::to_string(fixed.size() - 1) + " more" : "") +
                          "): the export specialised it" + (inputs.empty() ? "" : ", from the inputs " + inputs) +
-                         ". Export again with the token dims dynamic: tools/export_program.py marks every dim "
-                         "Dim.AUTO, and torch keeps a dim only when the model's forward does not fix it -- give an "
-                         "example whose token counts are not 1 and not equal to a config size, and look for a "
-                         "`sample_size`-like config value the forward compares them with";
+                         FixedByTheForward();
       }
       s_.notes.push_back("no context_parallel section: " + s_.cp_dropped);
     }
+  }
+
+  // Why the tokens are constants, from the sizes the export saw the forward fix (Manifest::
+  // fixed_sizes; one per source line, at most three), or how to look for it where none is recorded.
+  std::string FixedByTheForward() const {
+    const std::vector<FixedSize> none;
+    const std::vector<FixedSize>& all = p_.manifest ? p_.manifest->fixed_sizes : none;
+    if (all.empty()) {
+      return ". Export again with the token dims dynamic: tools/export_program.py marks every dim "
+             "Dim.AUTO, and torch keeps a dim only when the model's forward does not fix it -- give an "
+             "example whose token counts are not 1 and not equal to a config size, and look for a "
+             "`sample_size`-like config value the forward compares them with";
+    }
+    std::vector<const FixedSize*> lines;
+    for (const FixedSize& f : all) {
+      if (std::none_of(lines.begin(), lines.end(), [&](const FixedSize* x) { return x->at == f.at; })) lines.push_back(&f);
+    }
+    std::string text = "; the forward fixed ";
+    for (size_t i = 0; i < lines.size() && i < 3; ++i) {
+      const FixedSize& f = *lines[i];
+      text += (i == 0 ? "`" : ", `") + f.size + "` = " + std::to_string(f.value) + " at " + f.at +
+              (f.code.empty() ? "" : " (`" + f.code + "`)");
+    }
+    if (all.size() > std::min<size_t>(lines.size(), 3)) {
+      text += " and " + std::to_string(all.size() - std::min<size_t>(lines.size(), 3)) + " more (weft program lists them)";
+    }
+    return text + ". A size the forward reads as a Python int (`len(t)`, `int(t.shape[0])`) or compares with a "
+                  "constant becomes a constant of the program: no export makes it dynamic until that line "
+                  "of the model keeps it a tensor size";
   }
 
   // ---- Boundaries ----------------------------------------------------------------------------
@@ -1127,6 +1153,21 @@ class Suggester {
   void Guidance() {
     if (batch_key_.empty()) {
       s_.cfg_dropped = "the batch is fixed in the program (export with --batch 2 or more to keep it dynamic)";
+      // A batch the forward itself fixed (Mochi loops `for idx in range(batch_size)`) stays fixed
+      // whatever the export's batch: say where.
+      auto first_dim_of_an_input = [](const std::string& size) {  // `hidden_states.shape[0]`
+        const std::string_view tail = ".shape[0]";
+        return size.size() > tail.size() && size.compare(size.size() - tail.size(), tail.size(), tail) == 0 &&
+               std::all_of(size.begin(), size.end() - static_cast<std::ptrdiff_t>(tail.size()),
+                           [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+      };
+      for (const FixedSize& f : p_.manifest ? p_.manifest->fixed_sizes : std::vector<FixedSize>{}) {
+        if (!first_dim_of_an_input(f.size)) continue;
+        s_.cfg_dropped = "the batch is fixed in the program: the forward fixed `" + f.size + "` = " +
+                         std::to_string(f.value) + " at " + f.at + (f.code.empty() ? "" : " (`" + f.code + "`)") +
+                         ", which no export batch makes dynamic";
+        break;
+      }
       return;
     }
     const std::vector<CallValues> root = ModuleCallValues(p_, "");

@@ -6,6 +6,15 @@
                          dynamic shapes): the token length is a constant, so no split can be proven
 
   .venv/bin/python tests/suggest/make_bad_programs.py tests/suggest/programs
+
+and one program of a real model whose forward fixes its token counts at export:
+
+  zimage_len_fixed.pt2   ZImage at its coverage config (its forward reads `len(tensor)`, a Python
+                         int): tools/export_program.py records the sizes it fixed and the lines
+                         (weft.json `fixed_sizes`), which weft suggest and weft program name
+
+  .venv/bin/python tools/coverage.py --classes ZImageTransformer2DModel
+  cp ~/.cache/weft/coverage/ZImageTransformer2DModel/program.pt2 tests/suggest/programs/zimage_len_fixed.pt2
 """
 
 import os

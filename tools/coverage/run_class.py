@@ -327,7 +327,11 @@ def main():
         has_cp = "\ncontext_parallel {" in text
         # The plan's header says why the checks left no split (its first note).
         notes = [ln[2:] for ln in text.splitlines() if ln.startswith("# ")][2:]
-        cp_why = notes[0][:160] if notes else ""
+        cp_why = notes[0][:160] + " ..." if notes else ""
+        # Token counts the forward fixed (weft suggest names the first size and the line): that line.
+        fixed = re.search(r"the forward fixed (`[^`]+` = \d+ at \S+ in \S+ \(`[^`]*`\))", " ".join(notes))
+        if fixed:
+            cp_why = "the forward fixed its token counts at export: " + fixed.group(1)
         if has_cp:
             # Splits count only where an attention runs context-parallel under them (a split and
             # gather around one Linear pass at parity and shard nothing).
@@ -346,7 +350,7 @@ def main():
         # Without context-parallel attention a ulysses or ring run is the unsharded one: not a pass.
         if step in ("u2", "r2") and planned and not has_cp:
             why = "the plan has no context_parallel rules" if "\ncontext_parallel {" not in text else "the plan shards no attention"
-            res.set(step, fp, "skip", why + (" (" + cp_why + " ...)" if cp_why else ""))
+            res.set(step, fp, "skip", why + (" (" + cp_why + ")" if cp_why else ""))
             continue
         tool_step(step, fp, run_base + ["--plan", plan, "--nproc", "2"] + mesh + tol_args, needs=planned)
     res.data["tolerance"] = ("%g: %s" % tolerance) if tolerance else None

@@ -56,6 +56,37 @@ TEST(ProgramReaderTest, FluxProgramFacts) {
   EXPECT_EQ(params, p.weights.size());
 }
 
+// The sizes the forward fixed at export (tools/export_program.py's `fixed_sizes`): read as written;
+// a malformed entry is refused naming the field. Programs written before the field have none.
+TEST(ProgramReaderTest, FixedSizesAreReadAndCheckedByField) {
+  EXPECT_TRUE(ReadProgramFile(kFlux).manifest->fixed_sizes.empty());
+  auto with = [](const nlohmann::json& fixed, const std::string& path) {
+    CopyArchive(kFlux, path, [&](const std::string& name, std::string data) -> std::optional<std::string> {
+      if (name != "extra/weft.json") return data;
+      nlohmann::json j = nlohmann::json::parse(data);
+      j["fixed_sizes"] = fixed;
+      return j.dump();
+    });
+  };
+  const std::string good = TempPath("fixed_sizes.pt2");
+  with(nlohmann::json::array({{{"size", "(x[0].shape[2]//2)*(x[0].shape[3]//2)"}, {"value", 16},
+                               {"at", "diffusers/models/transformers/transformer_z_image.py:562 in _pad_with_ids"},
+                               {"code", "ori_len = len(feat)"}},
+                              {{"size", "t.shape[0]"}, {"value", 2}, {"at", "model.py:3 in forward"}}}),
+       good);
+  const std::vector<FixedSize> fixed = ReadProgramFile(good).manifest->fixed_sizes;
+  ASSERT_EQ(fixed.size(), 2u);
+  EXPECT_EQ(fixed[0].size, "(x[0].shape[2]//2)*(x[0].shape[3]//2)");
+  EXPECT_EQ(fixed[0].value, 16);
+  EXPECT_EQ(fixed[0].at, "diffusers/models/transformers/transformer_z_image.py:562 in _pad_with_ids");
+  EXPECT_EQ(fixed[0].code, "ori_len = len(feat)");
+  EXPECT_EQ(fixed[1].code, "");
+  const std::string bad = TempPath("fixed_sizes_bad.pt2");
+  with(nlohmann::json::array({{{"size", "t.shape[0]"}, {"value", "two"}, {"at", "model.py:3 in forward"}}}), bad);
+  const std::string error = ErrorOf(bad);
+  EXPECT_NE(error.find("extra/weft.json.fixed_sizes.value"), std::string::npos) << error;
+}
+
 TEST(ProgramReaderTest, NotAZip) {
   const std::string path = TempPath("not_a_zip.pt2");
   WriteFile(path, "this is a plan, not a program\n");
