@@ -1,6 +1,8 @@
 #include "compiler/cost/mesh_search.h"
 
 #include <algorithm>
+#include <numeric>
+#include <string_view>
 
 #include "compiler/compile.h"
 #include "compiler/cost/graph_predict.h"
@@ -16,6 +18,37 @@ std::string FirstError(const diag::CollectingConsumer& c) {
     if (d.level == diag::Level::kError && !d.messages.empty()) return d.messages[0].text;
   }
   return "the plan does not compile at this mesh";
+}
+
+// The world orders worth weighing for `spec`: its axes of more than one rank in the default order
+// and, when the ranks span hosts, every other order of them (which axes stay within a host is what
+// an order changes; axes of one rank go anywhere).
+std::vector<std::vector<std::string_view>> OrdersOf(const plan::MeshSpec& spec, bool several_hosts) {
+  std::vector<std::string_view> axes;
+  for (std::string_view axis : spec.order) {
+    if (spec.Size(axis) > 1) axes.push_back(axis);
+  }
+  std::vector<std::vector<std::string_view>> orders = {axes};
+  if (!several_hosts) return orders;
+  std::vector<size_t> at(axes.size());
+  std::iota(at.begin(), at.end(), size_t{0});
+  while (std::next_permutation(at.begin(), at.end())) {
+    std::vector<std::string_view> order;
+    for (size_t i : at) order.push_back(axes[i]);
+    orders.push_back(std::move(order));
+  }
+  return orders;
+}
+
+// `order=...` for --mesh: the axes of one rank outermost (where they are does not matter), then
+// `order`.
+std::string OrderArgument(const plan::MeshSpec& spec, const std::vector<std::string_view>& order) {
+  std::string out;
+  for (std::string_view axis : spec.order) {
+    if (spec.Size(axis) == 1) out += (out.empty() ? "" : ":") + std::string(axis);
+  }
+  for (std::string_view axis : order) out += (out.empty() ? "" : ":") + std::string(axis);
+  return "order=" + out;
 }
 
 }  // namespace
@@ -42,7 +75,9 @@ std::vector<plan::MeshSpec> MeshesOf(int64_t n) {
 
 std::vector<Candidate> SearchMeshes(const SearchRequest& r, size_t keep_plans) {
   std::vector<Candidate> all;
+  const bool several_hosts = r.predict.ranks_per_host > 0 && r.predict.ranks_per_host < r.nproc;
   for (const plan::MeshSpec& spec : MeshesOf(r.nproc)) {
+    const std::vector<std::vector<std::string_view>> orders = OrdersOf(spec, several_hosts);
     std::vector<plan::RotateMethod> rotations = {r.flags.rotate_method};
     if (spec.ring > 1) rotations = {plan::RotateMethod::kAllGather, plan::RotateMethod::kP2p};
     std::vector<std::vector<std::string>> weights = {{}};
@@ -52,28 +87,28 @@ std::vector<Candidate> SearchMeshes(const SearchRequest& r, size_t keep_plans) {
       if (cfg) weights.push_back({std::string(plan::kCfgAxis)});
       if (cp && cfg) weights.push_back({std::string(plan::kCpGroup), std::string(plan::kCfgAxis)});
     }
-    for (plan::RotateMethod rotate : rotations) {
-      for (const std::vector<std::string>& w : weights) {
-        Candidate c;
-        c.mesh = r.flags;
-        c.mesh.axes.clear();
-        for (std::string_view axis : spec.order) {
-          const int64_t size = spec.Size(axis);
-          if (size > 1) c.mesh.axes.push_back({std::string(axis), size});
+    for (const std::vector<std::string_view>& order : orders) {
+      for (plan::RotateMethod rotate : rotations) {
+        for (const std::vector<std::string>& w : weights) {
+          Candidate c;
+          c.mesh = r.flags;
+          c.mesh.axes.clear();
+          for (std::string_view axis : order) c.mesh.axes.push_back({std::string(axis), spec.Size(axis)});
+          if (c.mesh.axes.empty()) c.mesh.axes.push_back({std::string(plan::kUlyssesAxis), 1});
+          c.mesh.world_size = r.nproc;
+          c.mesh.rotate_method = rotate;
+          c.mesh.weight_axes = w;
+          c.mesh_arg = c.mesh.ToString();  // its axes of more than one rank, in world order
+          if (&order != &orders.front()) c.mesh_arg += "," + OrderArgument(spec, order);
+          c.text = c.mesh_arg;
+          if (spec.ring > 1) c.text += " rotate=" + std::string(plan::RotateMethodName(rotate));
+          if (!w.empty()) {
+            std::string axes;
+            for (const std::string& a : w) axes += (axes.empty() ? "" : ",") + a;
+            c.text += " shard-weights=" + axes;
+          }
+          all.push_back(std::move(c));
         }
-        if (c.mesh.axes.empty()) c.mesh.axes.push_back({std::string(plan::kUlyssesAxis), 1});
-        c.mesh.world_size = r.nproc;
-        c.mesh.rotate_method = rotate;
-        c.mesh.weight_axes = w;
-        c.mesh_arg = c.mesh.ToString();  // its axes of more than one rank, in world order
-        c.text = c.mesh_arg;
-        if (spec.ring > 1) c.text += " rotate=" + std::string(plan::RotateMethodName(rotate));
-        if (!w.empty()) {
-          std::string axes;
-          for (const std::string& a : w) axes += (axes.empty() ? "" : ",") + a;
-          c.text += " shard-weights=" + axes;
-        }
-        all.push_back(std::move(c));
       }
     }
   }

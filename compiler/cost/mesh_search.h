@@ -7,7 +7,10 @@
 //
 // The candidates are every (cfg, tp, ring, ulysses) whose product is N, each ring one with both
 // K/V rotations (allgather, p2p), each with its weights whole and, where an axis has more than one
-// rank, sliced over cp, cfg and both. The mesh order is the default one (cfg, tp, ring, ulysses).
+// rank, sliced over cp, cfg and both. On one host the mesh order is the default one (cfg, tp, ring,
+// ulysses: it changes nothing there); when the ranks span hosts (predict.ranks_per_host below
+// nproc), every order of the mesh's axes of more than one rank is weighed too, since the order
+// decides which groups stay within a host (shared memory, NVLink) and which cross hosts.
 
 #include <cstdint>
 #include <optional>

@@ -33,7 +33,51 @@ std::vector<int64_t> GroupsOfRank(const plan::Mesh& mesh) {
   return groups;
 }
 
+// The mesh axes a collective group varies over: an axis itself, cp's ring and ulysses, the weights'
+// slicing axes, or every axis of the world.
+std::vector<std::string> AxesOfGroup(const plan::Mesh& mesh, const std::string& group) {
+  auto cp = [] { return std::vector<std::string>{std::string(plan::kRingAxis), std::string(plan::kUlyssesAxis)}; };
+  if (group == plan::kCpGroup) return cp();
+  if (group == "weights") {
+    std::vector<std::string> axes;
+    for (const std::string& w : mesh.weight_axes) {
+      if (w == plan::kCpGroup) {
+        for (const std::string& a : cp()) axes.push_back(a);
+      } else {
+        axes.push_back(w);
+      }
+    }
+    return axes;
+  }
+  if (group == "world") {
+    std::vector<std::string> axes;
+    for (const plan::MeshAxis& a : mesh.axes) axes.push_back(a.name);
+    return axes;
+  }
+  return {group};
+}
+
 }  // namespace
+
+bool GroupSpansHosts(const plan::Mesh& mesh, const std::string& group, int ranks_per_host) {
+  const int64_t world = std::max<int64_t>(1, mesh.world_size);
+  if (ranks_per_host <= 0 || ranks_per_host >= world) return false;
+  const std::vector<std::string> axes = AxesOfGroup(mesh, group);
+  // Rank r's coordinate on axis i is (r / stride_i) % size_i, the innermost axis of stride 1. Two
+  // ranks share a group when they agree on every other axis: the key below drops the group's axes.
+  std::map<int64_t, int64_t> host_of_group;
+  for (int64_t r = 0; r < world; ++r) {
+    int64_t key = r, stride = world;
+    for (const plan::MeshAxis& a : mesh.axes) {
+      stride /= std::max<int64_t>(1, a.size);
+      if (std::find(axes.begin(), axes.end(), a.name) != axes.end()) key -= ((r / stride) % a.size) * stride;
+    }
+    const int64_t host = r / ranks_per_host;
+    auto [it, fresh] = host_of_group.emplace(key, host);
+    if (!fresh && it->second != host) return true;
+  }
+  return false;
+}
 
 Setting SettingFor(const plan::ExecutionPlan* plan, const MachineProfile& m, const PredictOptions& o, Prediction& r) {
   Setting s;
@@ -58,8 +102,23 @@ Hideable PriceCollectives(const plan::ExecutionPlan& plan, const MachineProfile&
       if (n <= 1 || c.count <= 0) continue;
       const std::string op(plan::CollectiveOpName(c.op));
       // Point-to-point exchanges go over Gloo on CPUs whatever the transport of the collectives.
-      const std::string via = op == "send_recv" && m.kind == "cpu" ? "gloo" : set.transport;
-      std::optional<CollectiveTime> fit = CollectiveAt(m, via, op, static_cast<int>(n));
+      std::string via = op == "send_recv" && m.kind == "cpu" ? "gloo" : set.transport;
+      std::optional<CollectiveTime> fit;
+      if (GroupSpansHosts(plan.mesh, c.axis, set.ranks)) {
+        // Shared memory cannot join ranks on two hosts (runtime/dist decides per group): Gloo on
+        // CPUs; on GPUs NCCL over the network, where the profile has it.
+        const std::string across = m.kind == "cpu" ? "gloo" : via + "-net";
+        fit = CollectiveAt(m, across, op, static_cast<int>(n));
+        std::string note = "the " + c.axis + " groups span hosts (" + std::to_string(set.ranks) + " ranks per host): ";
+        if (fit || m.kind == "cpu") {
+          via = across;
+          note += "priced on " + across;
+        } else {
+          note += "priced on " + via + " within a node, the profile has no " + across + " lines";
+        }
+        if (std::find(r.notes.begin(), r.notes.end(), note) == r.notes.end()) r.notes.push_back(note);
+      }
+      if (!fit) fit = CollectiveAt(m, via, op, static_cast<int>(n));
       if (!fit) {
         throw std::runtime_error("the machine profile has no `" + op + "` line for transport " + via +
                                  " (calibrate with `weft-run --calibrate -o FILE`, which measures it)");

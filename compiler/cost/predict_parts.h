@@ -14,7 +14,7 @@
 namespace weft::cost::parts {
 
 struct Setting {
-  int ranks = 1;             // on this host
+  int ranks = 1;             // on this host (ranks sit on hosts in blocks of this many)
   std::string transport;     // of the collectives
   std::string workload;      // "" = the model's first
   double overhead_s = 0;     // per node: fitted, else the profile's tiny-op dispatch
@@ -23,6 +23,11 @@ struct Setting {
 };
 // Fills r.threads too.
 Setting SettingFor(const plan::ExecutionPlan* plan, const MachineProfile& m, const PredictOptions& o, Prediction& r);
+
+// Whether some group of `group` (a mesh axis, cp, weights or world) has ranks on two hosts, the
+// world's ranks placed on hosts in contiguous blocks of `ranks_per_host` (as weft-run, torchrun
+// and srun number local ranks); the mesh's axis order decides which axes stay within a host.
+bool GroupSpansHosts(const plan::Mesh& mesh, const std::string& group, int ranks_per_host);
 
 // Collectives the overlap may hide: the p2p ring's K/V exchange, sliced weights' gathers.
 struct Hideable {

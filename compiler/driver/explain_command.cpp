@@ -8,6 +8,8 @@
 // compiler/cost/graph_predict.h). `--mesh auto --nproc N --machine PROFILE` weighs every
 // mesh of N ranks instead (compiler/cost/mesh_search.h): a ranking by predicted time with its
 // terms, the meshes over --memory-per-rank marked, and why the plan refuses the others.
+// `--ranks-per-host H` prices groups across hosts on the transport between them, and makes
+// --mesh auto weigh every axis order (which groups stay within a host).
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -200,6 +202,7 @@ struct ExplainOptions {
   CompileOptions compile;
   std::string machine;          // --machine: a weft.machine/1 profile
   int nproc = 0;                // --nproc: the ranks --mesh auto weighs
+  int ranks_per_host = 0;       // --ranks-per-host: 0 = every rank on one host
   int64_t memory_per_rank = 0;  // --memory-per-rank BYTES
   int show = 8;                 // --top: ranked meshes shown
 };
@@ -315,6 +318,7 @@ int RunAuto(const ExplainOptions& eo) {
                                            : in.activation_bytes;  // a graph's: --dtype, as for check
       r.memory_per_rank = eo.memory_per_rank;
       r.machine = *machine;
+      r.predict.ranks_per_host = eo.ranks_per_host;
       return cost::SearchMeshes(r, 0);
     };
     const std::vector<cost::Candidate> all = search(eo.nproc);
@@ -448,6 +452,7 @@ int RunExplain(const ExplainOptions& eo) {
       try {
         cost::PredictOptions po;
         po.workload = c.workload;
+        po.ranks_per_host = eo.ranks_per_host;
         PrintPrediction(in.programs[c.graph] != nullptr ? cost::Predict(*in.programs[c.graph], &*plan, *machine, po)
                                                         : cost::PredictFromGraph(in.graphs[c.graph], &*plan, *machine, po),
                         MachineName(*machine, eo.machine), std::cout);
@@ -471,6 +476,11 @@ Command MakeExplainCommand(CLI::App& weft) {
                                                  "or tools/machine_profiles/): predict time and memory per rank on it (from a --graph: an "
                                                  "estimate from its module calls, a lower bound)");
   app->add_option("--nproc", options->nproc, "With --mesh auto: the ranks to weigh every mesh for")
+      ->check(CLI::Range(1, 4096));
+  app->add_option("--ranks-per-host", options->ranks_per_host,
+                  "With --machine: ranks on each host (default: all on one), in blocks of consecutive ranks as "
+                  "torchrun and srun place them; a group across hosts is priced on Gloo (CPU) or the profile's "
+                  "nccl-net lines (GPU), and --mesh auto also weighs every axis order")
       ->check(CLI::Range(1, 4096));
   app->add_option("--memory-per-rank", options->memory_per_rank,
                   "With --mesh auto: drop meshes whose predicted peak per rank exceeds BYTES")

@@ -3,7 +3,9 @@
 // a synthetic machine whose round rates let every number be recomputed here by hand.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "compiler/compile.h"
@@ -12,6 +14,7 @@
 #include "compiler/cost/mesh_search.h"
 #include "compiler/cost/node_cost.h"
 #include "compiler/cost/predict.h"
+#include "compiler/cost/predict_parts.h"
 #include "compiler/model/graph_json.h"
 #include "compiler/program/bindings.h"
 #include "compiler/program/graph_view.h"
@@ -176,12 +179,13 @@ TEST(Predict, UlyssesHalvesTheBlocksArithmeticAndChargesEveryCollective) {
 }
 
 TEST(Predict, P2pRingHidesItsExchangeBehindAttention) {
-  const MachineProfile m = Synthetic();
+  MachineProfile m = Synthetic();
+  m.cores = 4;
   const plan::ExecutionPlan ag = CompileAt("ring=2", plan::RotateMethod::kAllGather);
   const plan::ExecutionPlan p2p = CompileAt("ring=2", plan::RotateMethod::kP2p);
-  // One rank per host of 2 cores at 1 thread: half the cores are free to run the exchange.
+  // Two ranks of 1 thread on a host of 4 cores: half the cores are free to run the exchange.
   PredictOptions spread;
-  spread.ranks_per_host = 1;
+  spread.ranks_per_host = 2;
   spread.threads = 1;
   const Prediction a = Predict(Flux(), &ag, m, spread);
   const Prediction b = Predict(Flux(), &p2p, m, spread);
@@ -197,7 +201,8 @@ TEST(Predict, P2pRingHidesItsExchangeBehindAttention) {
   EXPECT_GT(b.hidden_comm_s, 0);
   EXPECT_NEAR(b.hidden_comm_s, std::min(sendrecv, 0.5 * b.attention_s), 1e-12);
   EXPECT_NEAR(b.comm_s + b.hidden_comm_s, all, 1e-12);
-  // Two ranks of one thread on the 2 cores leave none free: nothing is hidden.
+  // Two ranks of two threads (cores / ranks, the default) on the 4 cores leave none free: nothing
+  // is hidden.
   EXPECT_EQ(Predict(Flux(), &p2p, m, {}).hidden_comm_s, 0);
 }
 
@@ -237,6 +242,86 @@ TEST(Predict, TensorParallelShardsTheParametersAndAddsAllReduces) {
   bool tp_axis = false;
   for (const auto& [axis, t] : p.comm_per_axis) tp_axis |= axis == "tp" && t > 0;
   EXPECT_TRUE(tp_axis);
+}
+
+// Which groups cross hosts follows from the axis order and the ranks per host (ranks on hosts in
+// contiguous blocks): 4 ranks on 2 hosts at ring=2 x ulysses=2.
+TEST(HostSpan, TheAxisOrderDecidesWhichGroupsCrossHosts) {
+  plan::Mesh ring_outer;
+  ring_outer.axes = {{"ring", 2}, {"ulysses", 2}};  // the default order: ulysses groups {0,1} {2,3}
+  ring_outer.world_size = 4;
+  EXPECT_FALSE(parts::GroupSpansHosts(ring_outer, "ulysses", 2));
+  EXPECT_TRUE(parts::GroupSpansHosts(ring_outer, "ring", 2));  // {0,2} {1,3}
+  EXPECT_TRUE(parts::GroupSpansHosts(ring_outer, "cp", 2));
+  EXPECT_FALSE(parts::GroupSpansHosts(ring_outer, "ring", 4));  // one host
+  EXPECT_FALSE(parts::GroupSpansHosts(ring_outer, "ring", 0));  // 0: every rank on one host
+  plan::Mesh ulysses_outer = ring_outer;
+  ulysses_outer.axes = {{"ulysses", 2}, {"ring", 2}};
+  EXPECT_TRUE(parts::GroupSpansHosts(ulysses_outer, "ulysses", 2));
+  EXPECT_FALSE(parts::GroupSpansHosts(ulysses_outer, "ring", 2));
+  // Weights sliced over cfg, whose groups are {0,2} {1,3} of cfg=2 x ulysses=2 (cfg outermost).
+  plan::Mesh cfg_mesh;
+  cfg_mesh.axes = {{"cfg", 2}, {"ulysses", 2}};
+  cfg_mesh.world_size = 4;
+  cfg_mesh.weight_axes = {"cfg"};
+  EXPECT_TRUE(parts::GroupSpansHosts(cfg_mesh, "weights", 2));
+  cfg_mesh.weight_axes = {"cp"};
+  EXPECT_FALSE(parts::GroupSpansHosts(cfg_mesh, "weights", 2));
+  // Hosts that do not align with the groups: ulysses=3 groups {0,1,2} {3,4,5} on hosts of 2 ranks.
+  plan::Mesh uneven;
+  uneven.axes = {{"ring", 2}, {"ulysses", 3}};
+  uneven.world_size = 6;
+  EXPECT_TRUE(parts::GroupSpansHosts(uneven, "ulysses", 2));
+  EXPECT_FALSE(parts::GroupSpansHosts(uneven, "ulysses", 3));
+}
+
+// A profile whose Gloo collectives take ten times shared memory's latency and bandwidth.
+MachineProfile WithSlowGloo() {
+  MachineProfile m = Synthetic();
+  for (const char* op : {"all_to_all", "all_gather", "all_reduce"}) {
+    for (int n : {2, 4}) m.collectives.push_back({"gloo", op, n, 1e-3, 1e8});
+  }
+  return m;
+}
+
+// Each axis's collectives priced from the plan's cost section at `alpha` and `beta`.
+double AxisTime(const plan::ExecutionPlan& p, const std::string& axis, double alpha, double beta) {
+  double t = 0;
+  for (const plan::ModuleStep& step : p.steps) {
+    for (const plan::Collective& c : step.cost.collectives) {
+      if (c.axis == axis) t += step.calls * (alpha * c.count + c.bytes / beta);
+    }
+  }
+  return t;
+}
+
+double PricedOn(const Prediction& p, const std::string& axis) {
+  for (const auto& [a, t] : p.comm_per_axis) {
+    if (a == axis) return t;
+  }
+  return -1;
+}
+
+TEST(Predict, AGroupAcrossHostsIsPricedOnGlooAndSaysSo) {
+  const MachineProfile m = WithSlowGloo();
+  PredictOptions two_hosts;
+  two_hosts.ranks_per_host = 2;
+  const plan::ExecutionPlan ring_outer = CompileAt("ring=2,ulysses=2");
+  const plan::ExecutionPlan ulysses_outer = CompileAt("ring=2,ulysses=2,order=cfg:tp:ulysses:ring");
+  ASSERT_EQ(ulysses_outer.mesh.axes.front().name, "ulysses");
+  const Prediction a = Predict(Flux(), &ring_outer, m, two_hosts);
+  EXPECT_NEAR(PricedOn(a, "ulysses"), AxisTime(ring_outer, "ulysses", 1e-4, 1e9), 1e-12);  // shm, within a host
+  EXPECT_NEAR(PricedOn(a, "ring"), AxisTime(ring_outer, "ring", 1e-3, 1e8), 1e-12);        // gloo, across
+  EXPECT_NE(std::find(a.notes.begin(), a.notes.end(), "the ring groups span hosts (2 ranks per host): priced on gloo"),
+            a.notes.end());
+  const Prediction b = Predict(Flux(), &ulysses_outer, m, two_hosts);
+  EXPECT_NEAR(PricedOn(b, "ulysses"), AxisTime(ulysses_outer, "ulysses", 1e-3, 1e8), 1e-12);
+  EXPECT_NEAR(PricedOn(b, "ring"), AxisTime(ulysses_outer, "ring", 1e-4, 1e9), 1e-12);
+  // On one host of 4 ranks both orders are priced alike, all on shared memory.
+  PredictOptions one_host;
+  one_host.ranks_per_host = 4;
+  EXPECT_NEAR(Predict(Flux(), &ring_outer, m, one_host).comm_s, Predict(Flux(), &ulysses_outer, m, one_host).comm_s,
+              1e-12);
 }
 
 TEST(Predict, AProfileWithoutTheCollectiveSaysWhichAndHow) {
@@ -302,6 +387,35 @@ TEST(MeshSearch, RanksEveryLegalMeshAndSaysWhyTheOthersAreRefused) {
   bool cfg4 = false;
   for (const Candidate& c : all) cfg4 |= c.mesh.Cfg() == 4 && !c.prediction;
   EXPECT_TRUE(cfg4);
+}
+
+// Across hosts the search weighs every order of a mesh's axes, each as a --mesh text that parses
+// back to that order; on one host only the default order.
+TEST(MeshSearch, AcrossHostsEveryAxisOrderIsWeighed) {
+  SearchRequest r = FluxSearch(4);
+  r.machine = WithSlowGloo();
+  r.weight_sharding = false;
+  for (const Candidate& c : SearchMeshes(r)) EXPECT_EQ(c.mesh_arg.find("order="), std::string::npos) << c.mesh_arg;
+  r.predict.ranks_per_host = 2;
+  const std::vector<Candidate> all = SearchMeshes(r);
+  std::map<std::string, double> usp;  // ring=2 x ulysses=2 allgather, by the order's outer axis
+  for (const Candidate& c : all) {
+    std::string error;
+    const auto spec = plan::ParseMeshSpec(c.mesh_arg, &error);
+    ASSERT_TRUE(spec) << c.mesh_arg << ": " << error;
+    std::vector<plan::MeshAxis> axes = spec->Axes(false);
+    ASSERT_EQ(axes.size(), c.mesh.axes.size()) << c.mesh_arg;
+    for (size_t i = 0; i < axes.size(); ++i) EXPECT_EQ(axes[i].name, c.mesh.axes[i].name) << c.mesh_arg;
+    if (c.mesh.Ring() == 2 && c.mesh.Ulysses() == 2 && c.mesh.rotate_method == plan::RotateMethod::kAllGather &&
+        c.prediction) {
+      usp[c.mesh.axes.front().name] = c.prediction->comm_s;
+    }
+  }
+  ASSERT_EQ(usp.size(), 2u);
+  // The tiny Flux's ring and ulysses axes move the same bytes, ulysses in twice the collectives
+  // (8 all-to-alls against 4 all-gathers a forward): across hosts, where each costs 10x the latency,
+  // the order that keeps ulysses within a host (ring outermost) is the cheaper.
+  EXPECT_LT(usp["ring"], usp["ulysses"]);
 }
 
 TEST(MeshSearch, AMemoryLimitPutsTheMeshesOverItLast) {

@@ -1,8 +1,6 @@
 #!/usr/bin/env bash
-# Two "hosts" on one machine: each a network namespace (its own network stack) with its own
-# hostname (UTS namespace), joined by a veth pair with addresses of 192.0.2.0/24 (TEST-NET-1,
-# reserved for documentation and never routed; they exist only inside the two namespaces). The
-# test makes both namespaces and removes them (and every process it started) on exit.
+# Two "hosts" on one machine (two_hosts.sh: network namespaces with their own hostnames, joined by
+# a veth pair); the test makes both and removes them (and every process it started) on exit.
 #
 # weft-run ranks run in them with the torchrun environment: MASTER_ADDR on host 0, RANK,
 # WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE per host; 2 hosts x 2 ranks.
@@ -13,7 +11,11 @@
 #   usp             ring=2 x ulysses=2, Ulysses inside a host and ring across (the default mesh
 #                   order puts Ulysses innermost), --check passes, the report names shm for
 #                   ulysses and Gloo for ring, cp and world
+#   usp-flipped     the same mesh in the other order (order=tp:ulysses:ring): ring inside a host,
+#                   Ulysses across
 #   tp              tp=2 x ulysses=2 the same way (tp across the hosts)
+# In each of those three, weft-run's prediction (--machine) prices the groups across the hosts on
+# Gloo, as the runtime runs them, and says so in the report's notes.
 #   link-down       host 1's veth link goes down mid-run
 #   host-killed     both ranks of host 1 are SIGKILLed mid-run
 #   rank-stopped    rank 3 (host 1) is SIGSTOPped mid-run (timeout from WEFT_TIMEOUT_S)
@@ -29,74 +31,8 @@ source_dir=$2
 scenario=$3
 python=${4:-}
 
-skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*"; for f in "$dir"/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -n 25 "$f"; }; done; exit 1; }
-
-[ "$(id -u)" -eq 0 ] || skip "making network namespaces needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN); running as uid $(id -u)"
-command -v ip >/dev/null || skip "no \`ip\` (iproute2) to make network namespaces"
-command -v unshare >/dev/null || skip "no \`unshare\` (util-linux) to give each host its own hostname"
-
-tag="wmh$$"
-ns=("$tag-h0" "$tag-h1")
-veth=("${tag}a" "${tag}b")
-addr=("192.0.2.1" "192.0.2.2")
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
-  ip netns del "${ns[0]}" 2>/dev/null
-  ip netns del "${ns[1]}" 2>/dev/null
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-
-if ! err=$(ip netns add "${ns[0]}" 2>&1); then skip "cannot create a network namespace: $err"; fi
-ip netns add "${ns[1]}" || skip "cannot create a second network namespace"
-if ! err=$(unshare --uts true 2>&1); then skip "cannot create a UTS namespace: $err"; fi
-ip link add "${veth[0]}" netns "${ns[0]}" type veth peer name "${veth[1]}" netns "${ns[1]}" ||
-  skip "cannot create a veth pair between the namespaces"
-for h in 0 1; do
-  ip -n "${ns[$h]}" addr add "${addr[$h]}/24" dev "${veth[$h]}" || fail "ip addr add"
-  ip -n "${ns[$h]}" link set "${veth[$h]}" up || fail "ip link set up"
-  ip -n "${ns[$h]}" link set lo up || fail "ip link set lo up"
-done
-port=$(( 20000 + RANDOM % 20000 ))
-
-# on_host H CMD...: exec CMD in host H's namespaces (network and hostname weft-hH): a subshell
-# running it in the background becomes CMD, so $! is its pid.
-on_host() {
-  local h=$1
-  shift
-  exec ip netns exec "${ns[$h]}" unshare --uts sh -c 'hostname "$0" && exec "$@"' "weft-h$h" "$@"
-}
-
-# start_ranks ARGS...: the 4 ranks (2 per host) of one weft-run job; pids in rank_pid[].
-rank_pid=()
-start_ranks() {
-  for r in 0 1 2 3; do
-    local h=$(( r / 2 ))
-    on_host "$h" env -u WEFT_JOB_ID MASTER_ADDR="${addr[0]}" MASTER_PORT=$port WORLD_SIZE=4 RANK=$r \
-        LOCAL_RANK=$(( r % 2 )) LOCAL_WORLD_SIZE=2 WEFT_THREADS=1 "$weft_run" "$@" >"$dir/rank$r.log" 2>&1 &
-    rank_pid[$r]=$!
-    pids+=("$!")
-  done
-}
-
-# wait_exit PID DEADLINE_SECONDS: the exit status, or 255 after SIGKILL at the deadline.
-wait_exit() {
-  local pid=$1 limit=$2 waited=0
-  while kill -0 "$pid" 2>/dev/null && [ "$(cat /proc/$pid/stat 2>/dev/null | awk '{print $3}')" != Z ]; do
-    sleep 0.1
-    waited=$(( waited + 1 ))
-    if [ "$waited" -ge $(( limit * 10 )) ]; then
-      kill -9 "$pid" 2>/dev/null
-      wait "$pid" 2>/dev/null
-      return 255
-    fi
-  done
-  wait "$pid"
-}
+# shellcheck source=two_hosts.sh
+. "$(dirname "$0")/two_hosts.sh"
 
 # wait_iteration LOG N PID: until the log shows iteration N (the job is mid-run), at most 120 s,
 # failing at once when PID exits first.
@@ -121,14 +57,15 @@ check_survivor() {
 }
 
 case "$scenario" in
-usp | tp)
+usp | usp-flipped | tp)
   # Axes whose groups stay inside a host, and axes whose groups span both.
-  if [ "$scenario" = usp ]; then
-    mesh=ring=2,ulysses=2; inside="ulysses"; across="ring cp world"
-  else
-    mesh=tp=2,ulysses=2; inside="ulysses cp"; across="tp world"
-  fi
-  start_ranks --model flux:tiny --mesh $mesh --check --timeout 60 --report "$dir/report.json"
+  case "$scenario" in
+    usp) mesh=ring=2,ulysses=2; inside="ulysses"; across="ring cp world" ;;
+    usp-flipped) mesh=ring=2,ulysses=2,order=tp:ulysses:ring; inside="ring"; across="ulysses cp world" ;;
+    tp) mesh=tp=2,ulysses=2; inside="ulysses cp"; across="tp world" ;;
+  esac
+  start_ranks --model flux:tiny --mesh $mesh --check --timeout 60 --report "$dir/report.json" \
+      --machine "$source_dir/tests/multihost/machine_two_hosts.json"
   for r in 0 1 2 3; do
     wait_exit "${rank_pid[$r]}" 120
     status=$?
@@ -143,6 +80,17 @@ usp | tp)
   for axis in $across; do
     echo "$transports" | grep -q "\"$axis\": \"gloo (the group's ranks run on more than one host)\"" ||
       fail "$axis (across the hosts) does not use Gloo for the reason that its ranks span hosts"
+  done
+  # The cost model prices the groups across hosts as the runtime runs them: on Gloo.
+  notes=$(tr -d '\n' <"$dir/report.json" | grep -Eo '"notes": *\[[^]]*\]')
+  echo "$notes"
+  for axis in $across; do
+    [ "$axis" = world ] && continue  # no collective of the plan runs on the whole world
+    echo "$notes" | grep -q "the $axis groups span hosts (2 ranks per host): priced on gloo" ||
+      fail "the prediction does not price the $axis groups (across the hosts) on Gloo"
+  done
+  for axis in $inside; do
+    echo "$notes" | grep -q "the $axis groups span hosts" && fail "the prediction has $axis (inside a host) across the hosts"
   done
   grep -h "check against the unsharded model passed" "$dir/rank0.log"
   echo "PASS: $mesh on 2 hosts x 2 ranks"
