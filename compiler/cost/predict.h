@@ -13,7 +13,8 @@
 // with each node's work divided by the degrees of the axes it computes on shards over
 // (program::ShardedNodes: a node reading or writing a tp, cp or cfg shard does 1/degree of it),
 // plus each collective of the plan's cost section, count x alpha + bytes / beta on its group's
-// transport (send_recv always over Gloo on CPUs, as runtime/dist does), plus the fitted wait per
+// transport (send_recv always over Gloo on CPUs, as runtime/dist does; a group with ranks on two
+// hosts over Gloo, or NCCL's network lines on GPUs: README.md), plus the fitted wait per
 // collective (peers arriving at different moments, which a calibration cannot see; more when the
 // ranks' threads outnumber the cores and a peer may be off its core). Where weft really
 // overlaps, the overlap is modelled: the p2p ring's K/V exchange hides behind the attention it
