@@ -40,7 +40,7 @@ struct CompileOptions {
   std::string rotate = "allgather";
   bool no_fp32_merge = false;
   std::string shard_weights;  // "", "cp", "cfg" or "cp,cfg"
-  std::string dtype = "bf16";  // activation dtype the cost model assumes
+  std::string dtype;  // activation dtype the cost model assumes ("": a program's own, else bf16)
   std::string attention_kernel = "auto";
   int64_t world_size = 0;
   int64_t branches = 0;  // guidance branches as calls of their own (a plan's `calls`); 0 = one per cfg group
@@ -75,8 +75,8 @@ inline void AddCompileOptions(CLI::App* app, CompileOptions& o, bool many) {
   app->add_option("--branches", o.branches, "Guidance branches the job runs as forward calls of their own, for a "
                                             "plan whose guidance_parallel says `calls` (default: one per cfg group)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  app->add_option("--dtype", o.dtype, "Activation dtype of the run, for the bytes in the cost (default bf16, as "
-                                      "the graphs' traces)")
+  app->add_option("--dtype", o.dtype, "Activation dtype of the run, for the bytes in the cost (default: a "
+                                      "--program's own dtype; bf16 for a graph, as the graphs' traces)")
       ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
   app->add_option("--attention-kernel", o.attention_kernel, "Local attention kernel of the run: auto, fused, math "
                                                             "(these return the LSE ring needs) or sdpa (no LSE)")
@@ -124,6 +124,7 @@ struct Inputs {
   std::vector<Combination> combinations;
   size_t plans_without_graph = 0;  // plans with no graph or workload to check against (diagnosed); status 2
   int64_t activation_bytes = 2;    // from --dtype
+  bool dtype_given = false;        // --dtype was given: it overrides a program's own
   std::string attention_kernel = "auto";
   int64_t branches = 0;            // --branches
 };
@@ -225,6 +226,7 @@ inline int LoadInputs(const CompileOptions& o, Inputs& in, diag::Emitter& diags,
   (void)command;
   bool unusable = false;
   in.activation_bytes = o.dtype == "fp32" ? 4 : 2;
+  in.dtype_given = !o.dtype.empty();
   in.attention_kernel = o.attention_kernel;
   in.branches = o.branches;
   if (o.world_size < 0 || o.world_size > plan::kMaxMeshWorldSize) {
@@ -368,9 +370,13 @@ inline bind::BindOptions BindOptionsFor(const Inputs& in, const Combination& c) 
   b.world_size = in.meshes[c.mesh].world_size;
   b.workload = c.workload;
   b.plan_file = in.plan_files[c.plan];
-  b.activation_bytes = in.activation_bytes;
+  const program::Program* program = c.graph < in.programs.size() ? in.programs[c.graph].get() : nullptr;
+  // A program's activations are its own dtype (an fp32 export runs in fp32), unless --dtype says.
+  b.activation_bytes = program != nullptr && !in.dtype_given && program->manifest
+                           ? (program->manifest->dtype == "f32" ? 4 : 2)
+                           : in.activation_bytes;
   b.attention_kernel = in.attention_kernel;
-  b.gathers_checked_by_dataflow = c.graph < in.programs.size() && in.programs[c.graph] != nullptr;
+  b.gathers_checked_by_dataflow = program != nullptr;
   b.branches = in.branches;
   return b;
 }

@@ -91,6 +91,10 @@ std::vector<plan::Collective> AttentionCollectives(const AttentionCommInput& in)
     const Wide num = Prod({Sum(Prod({2, q_tokens}), Prod({2, in.kv_len})), in.batch, width, in.elem_bytes, U - 1});
     out.push_back({plan::CollectiveOp::kAllToAll, std::string(plan::kUlyssesAxis), in.q_len == in.kv_len ? 2 : 3,
                    DivRound(num, Prod({U, U, R}))});
+    if (in.return_lse) {
+      const Wide lse = Prod({q_tokens, in.batch, heads, 4, U - 1});
+      out.push_back({plan::CollectiveOp::kAllToAll, std::string(plan::kUlyssesAxis), 1, DivRound(lse, Prod({U, U, R}))});
+    }
   }
   if (R > 1) {
     const Wide num = Prod({2, in.batch, in.kv_len, width, in.elem_bytes, R - 1});

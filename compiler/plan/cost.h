@@ -52,6 +52,10 @@ struct AttentionCommInput {
   // The queries are whole on every rank (LTX-2's audio queries over split video keys): each rank
   // sends its whole Sq, not Sq / (U*R), through the Ulysses exchange and back.
   bool q_replicated = false;
+  // The kernel returns each query row's log-sum-exp (attention over streams every rank holds
+  // whole merges by it): the Ulysses exchange brings it back with the output, one more
+  // all-to-all of B x Sq x heads fp32.
+  bool return_lse = false;
 };
 
 // Heads appended so that `heads + pad` divides by `ulysses` (0 when it already does).

@@ -171,6 +171,29 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
     plan::AddCollective(key_sums[e.module], {plan::CollectiveOp::kAllReduce, std::string(plan::kCpGroup), 1,
                                              source::SaturatingMul(bytes, 2 * (cp - 1)) / cp});
   }
+  // Streams every rank holds whole (runtime::AttentionWithWholeRows): per attention node, by module
+  // in program order, the query and key rows they hold (q_before + q_after, kv_before + kv_after).
+  // A count known only at run time (Mochi's valid text) is its hint: a nonzero's count at its
+  // input's size (program_reader).
+  struct WholeRows {
+    int64_t q = 0, kv = 0;
+    int64_t elem_bytes = 4;  // of the attention's query
+  };
+  std::map<std::string, std::vector<WholeRows>> whole_rows;
+  for (const plan::ProgramEdit& e : plan.program->edits) {
+    if (e.kind != plan::ProgramEdit::Kind::kAttention || e.whole_parts.empty()) continue;
+    WholeRows rows;
+    auto n = nodes.find(e.node);
+    if (n != nodes.end() && !n->second->inputs.empty() && n->second->inputs[0].arg.kind == Argument::Kind::kTensor) {
+      if (const TensorMeta* query = p.FindTensor(n->second->inputs[0].arg.name)) rows.elem_bytes = ScalarTypeBytes(query->dtype);
+    }
+    for (const plan::WholePart& part : e.whole_parts) {
+      const TensorMeta* meta = p.FindTensor(part.value);
+      if (meta == nullptr || part.dim < 0 || part.dim >= static_cast<int64_t>(meta->sizes.size())) continue;
+      (part.at == "q_before" || part.at == "q_after" ? rows.q : rows.kv) += meta->sizes[static_cast<size_t>(part.dim)].value;
+    }
+    whole_rows[e.module].push_back(rows);
+  }
   for (const plan::ProgramEdit& e : plan.program->edits) {
     if (e.kind != plan::ProgramEdit::Kind::kAttention) continue;
     sites.insert(e.module);
@@ -226,6 +249,43 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
       s.attention = a;
     }
     if (!sites.count(s.module)) s.attention->linear = true;
+    changed = true;
+  }
+  // Attention over streams every rank holds whole runs its exchanges on the split rows alone, the
+  // Ulysses one bringing back each split row's LSE too, and all-gathers the whole queries'
+  // partial (out, lse) over the CP group: B x rows x H x (D + 1) fp32 per rank. Priced again from
+  // the site's calls with the whole rows taken out (the graph view priced the joint length).
+  for (plan::ModuleStep& s : plan.steps) {
+    auto whole = whole_rows.find(s.module);
+    const model::SiteCalls* calls = w != nullptr ? w->FindAttention(s.module) : nullptr;
+    if (whole == whole_rows.end() || !s.attention || s.attention->mode == plan::AttentionMode::kLocal || cp <= 1 ||
+        calls == nullptr || calls->calls.size() != whole->second.size()) {
+      continue;
+    }
+    std::vector<plan::Collective> merged;
+    for (size_t i = 0; i < calls->calls.size(); ++i) {
+      const model::AttentionCall& call = calls->calls[i];
+      const WholeRows& rows = whole->second[i];
+      if (call.q.size() < 2 || call.k.size() < 2) continue;
+      plan::AttentionCommInput in;
+      in.batch = plan::FirstCfgRankBatch(plan, call.q[0]);
+      in.q_len = std::max<int64_t>(0, call.q[1] - rows.q);
+      in.kv_len = std::max<int64_t>(0, call.k[1] - rows.kv);
+      in.heads = s.attention->local_heads;
+      in.head_dim = s.attention->head_dim;
+      in.elem_bytes = rows.elem_bytes;
+      in.ulysses = s.attention->ulysses;
+      in.ring = s.attention->ring;
+      in.uneven_heads = s.attention->head_pad > 0;
+      in.rotate_method = s.attention->rotate_method;
+      in.return_lse = true;
+      for (const plan::Collective& x : plan::AttentionCollectives(in)) plan::AddCollective(merged, x);
+      int64_t bytes = 4;  // the whole queries' (out, lse) rows, fp32
+      for (int64_t x : {in.batch, rows.q, in.heads, in.head_dim + 1, cp - 1}) bytes = source::SaturatingMul(bytes, x);
+      if (rows.q > 0) plan::AddCollective(merged, {plan::CollectiveOp::kAllGather, std::string(plan::kCpGroup), 1, bytes});
+    }
+    drop_exchanges(s.cost.collectives);
+    for (const plan::Collective& x : merged) plan::AddCollective(s.cost.collectives, plan::PerCall(x, s.calls));
     changed = true;
   }
   for (plan::ModuleStep& s : plan.steps) {

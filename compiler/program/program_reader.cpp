@@ -3,6 +3,7 @@
 #include "compiler/program/expr.h"
 #include "compiler/program/inline_hops.h"
 #include "compiler/program/validate.h"
+#include "compiler/source/checked_math.h"
 #include "compiler/source/sha256.h"
 
 #include <nlohmann/json.hpp>
@@ -666,9 +667,10 @@ namespace {
 
 // Symbolic sizes the export left without a hint (read as 0: Mochi's `s31 + s33*(s20//2)*(s66//2)`
 // next to its nonzero), evaluated at the hints of their symbols -- those a size holding just that
-// symbol carries -- with an unbacked symbol (`u0`, a nonzero's count) at 0, the hint torch.export
-// gives none: Mochi's joint length `s33*(s20//2)*(s66//2) + u0` reads as its video tokens. One
-// that names a symbol without a hint stays 0; one whose hint was 0 evaluates to 0 again.
+// symbol carries -- with an unbacked symbol, which torch.export gives no hint, at its bound where
+// it is a nonzero's count (the nonzero's input size) and at 0 otherwise: Mochi's joint length
+// `s33*(s20//2)*(s66//2) + u0` reads as its video and text tokens. One that names a symbol without
+// a hint stays 0; one whose hint was 0 evaluates to 0 again.
 void FillMissingHints(Program& p) {
   std::unordered_map<std::string, std::optional<Expr>> parsed;  // by text: sizes share expressions
   auto parse = [&](const std::string& text) -> const std::optional<Expr>& {
@@ -690,6 +692,20 @@ void FillMissingHints(Program& p) {
     for (const SymInt& s : meta.sizes) learn(s);
   }
   for (const auto& [name, s] : p.sym_int_values) learn(s);
+  // A nonzero's count is at most its input's size, reached when every element is non-zero: Mochi's
+  // valid text tokens, all of the text when no token is padded. That bound is the hint, so that a
+  // joint length reads as both streams and the cost of the rows it adds is not priced at nothing.
+  for (const Node& n : p.nodes) {
+    if (n.target != "torch.ops.aten.nonzero.default" || n.inputs.empty() || n.outputs.empty()) continue;
+    const auto in = p.tensor_values.find(n.inputs[0].arg.name);
+    const auto out = p.tensor_values.find(n.outputs[0].name);
+    if (in == p.tensor_values.end() || out == p.tensor_values.end() || out->second.sizes.empty()) continue;
+    const std::optional<Expr>& count = parse(out->second.sizes[0].expr);
+    if (!count || count->AsSymbol().empty()) continue;
+    int64_t elements = 1;
+    for (const SymInt& s : in->second.sizes) elements = s.value > 0 ? source::SaturatingMul(elements, s.value) : 0;
+    if (elements > 0) hints.emplace(count->AsSymbol(), elements);
+  }
   ExprEnv env;
   env.symbol = [&](const std::string& name) -> std::optional<int64_t> {
     if (auto it = hints.find(name); it != hints.end()) return it->second;

@@ -257,6 +257,52 @@ size_t Lines(const std::string& text) {
   return n + (!text.empty() && text.back() != '\n');
 }
 
+// Collectives of a --report on `axis` (op "" = every op): calls and bytes, measured or predicted.
+struct Traffic {
+  int64_t calls = 0, bytes = 0;
+};
+Traffic Measured(const nlohmann::json& report, const std::string& axis, const std::string& op) {
+  Traffic t;
+  for (const auto& c : report["collectives_per_forward"]) {
+    if (c["axis"] != axis || (!op.empty() && c["op"] != op)) continue;
+    t.calls += c["calls"].get<int64_t>();
+    t.bytes += c["bytes_sent"].get<int64_t>();
+  }
+  return t;
+}
+Traffic Predicted(const nlohmann::json& report, const std::string& axis) {
+  for (const auto& c : report["predicted_per_forward"]) {
+    if (c["axis"] == axis) return {c["collectives"].get<int64_t>(), c["bytes_sent"].get<int64_t>()};
+  }
+  return {};
+}
+
+// Mochi's attention joins each sample's valid text tokens, which every rank holds whole, to the
+// split video tokens: the exchanges run on the split rows alone (Ulysses bringing back their LSE
+// too) and the whole rows' partial (out, lse) are all-gathered over cp. The prediction counts
+// every text token as valid (the nonzero's bound); the fixture's second sample has 3 padded text
+// tokens, so the cp all-gathers send exactly 3 rows x 2 heads x (16 + 1) x 4 B fewer than
+// predicted, and everything else is as predicted, calls and bytes.
+TEST(WeftRunJob, MochiWholeRowsArePricedAsTheyRun) {
+  const std::string dir = kSource + "/tests/fixtures/zoo/MochiTransformer3DModel";
+  for (const std::string mesh : {"ulysses=2", "ring=2 --rotate p2p"}) {
+    const std::string report = Temp("mochi_report.json");
+    Shell s = Sh(kWeftRun + " --no-prefix --program " + dir + "/program.pt2 --model-dir " + dir + "/model --inputs " + dir +
+                 "/inputs.safetensors --expect " + dir + "/reference.safetensors --plan " + kSource +
+                 "/tests/suggest/expected/mochi_whole_text.weft --mesh " + mesh + " --report " + report);
+    ASSERT_EQ(s.status, 0) << s.output;
+    const nlohmann::json j = nlohmann::json::parse(std::ifstream(report));
+    const std::string axis = mesh == "ulysses=2" ? "ulysses" : "ring";
+    // The exchanges: all-to-alls (q/k/v, out, lse) or the p2p ring's send/recv steps; the
+    // runtime's shape records (64-byte all-gathers) are on top of what the plan prices.
+    const Traffic exchanges = Measured(j, axis, axis == "ulysses" ? "all_to_all" : "send_recv");
+    EXPECT_EQ(exchanges.calls, Predicted(j, axis).calls) << mesh << "\n" << j.dump(2);
+    EXPECT_EQ(exchanges.bytes, Predicted(j, axis).bytes) << mesh << "\n" << j.dump(2);
+    EXPECT_EQ(Measured(j, "cp", "").calls, Predicted(j, "cp").calls) << mesh << "\n" << j.dump(2);
+    EXPECT_EQ(Predicted(j, "cp").bytes - Measured(j, "cp", "").bytes, 3 * 2 * 17 * 4) << mesh << "\n" << j.dump(2);
+  }
+}
+
 // The main job: tiny Flux as a program from the program cache, plans/flux.weft compiled into it.
 TEST(WeftRunJob, DefaultJobIsTinyFluxAsAProgramOnRing2Ulysses2Checked) {
   Shell s = Sh(kWeftRun);

@@ -59,7 +59,14 @@ TEST(ProgramReaderTest, FluxProgramFacts) {
 // The sizes the forward fixed at export (tools/export_program.py's `fixed_sizes`): read as written;
 // a malformed entry is refused naming the field. Programs written before the field have none.
 TEST(ProgramReaderTest, FixedSizesAreReadAndCheckedByField) {
-  EXPECT_TRUE(ReadProgramFile(kFlux).manifest->fixed_sizes.empty());
+  EXPECT_TRUE(ReadProgramFile(kPrograms + "/flux2-tiny/program.pt2").manifest->fixed_sizes.empty());
+  // FluxPosEmbed loops over the axes of the position ids: their count is fixed, and where.
+  const std::vector<FixedSize> flux = ReadProgramFile(kFlux).manifest->fixed_sizes;
+  ASSERT_EQ(flux.size(), 1u);
+  EXPECT_EQ(flux[0].size, "txt_ids.shape[1]");
+  EXPECT_EQ(flux[0].value, 3);
+  EXPECT_EQ(flux[0].at, "diffusers/models/transformers/transformer_flux.py:513 in forward");
+  EXPECT_EQ(flux[0].code, "for i in range(n_axes):");
   auto with = [](const nlohmann::json& fixed, const std::string& path) {
     CopyArchive(kFlux, path, [&](const std::string& name, std::string data) -> std::optional<std::string> {
       if (name != "extra/weft.json") return data;
@@ -68,19 +75,13 @@ TEST(ProgramReaderTest, FixedSizesAreReadAndCheckedByField) {
       return j.dump();
     });
   };
-  const std::string good = TempPath("fixed_sizes.pt2");
-  with(nlohmann::json::array({{{"size", "(x[0].shape[2]//2)*(x[0].shape[3]//2)"}, {"value", 16},
-                               {"at", "diffusers/models/transformers/transformer_z_image.py:562 in _pad_with_ids"},
-                               {"code", "ori_len = len(feat)"}},
-                              {{"size", "t.shape[0]"}, {"value", 2}, {"at", "model.py:3 in forward"}}}),
-       good);
-  const std::vector<FixedSize> fixed = ReadProgramFile(good).manifest->fixed_sizes;
-  ASSERT_EQ(fixed.size(), 2u);
-  EXPECT_EQ(fixed[0].size, "(x[0].shape[2]//2)*(x[0].shape[3]//2)");
-  EXPECT_EQ(fixed[0].value, 16);
-  EXPECT_EQ(fixed[0].at, "diffusers/models/transformers/transformer_z_image.py:562 in _pad_with_ids");
-  EXPECT_EQ(fixed[0].code, "ori_len = len(feat)");
-  EXPECT_EQ(fixed[1].code, "");
+  // `code` may be left out (the export found no source line).
+  const std::string no_code = TempPath("fixed_sizes_no_code.pt2");
+  with(nlohmann::json::array({{{"size", "t.shape[0]"}, {"value", 2}, {"at", "model.py:3 in forward"}}}), no_code);
+  const std::vector<FixedSize> fixed = ReadProgramFile(no_code).manifest->fixed_sizes;
+  ASSERT_EQ(fixed.size(), 1u);
+  EXPECT_EQ(fixed[0].at, "model.py:3 in forward");
+  EXPECT_EQ(fixed[0].code, "");
   const std::string bad = TempPath("fixed_sizes_bad.pt2");
   with(nlohmann::json::array({{{"size", "t.shape[0]"}, {"value", "two"}, {"at", "model.py:3 in forward"}}}), bad);
   const std::string error = ErrorOf(bad);
