@@ -36,6 +36,12 @@ if [ -z "$machine" ]; then
   echo "calibrating this machine: weft-run --calibrate --nproc 4 -o $machine"
   "$weft_run" --calibrate --nproc 4 -o "$machine" >"$dir/calibrate.log" 2>&1 || fail "the calibration failed"
 fi
+# The two namespace hosts share this machine's cores: each is given half of them, so that the model
+# sees what the ranks do (4 ranks on these cores, not 2 on each host's own).
+cores=$(grep -Eo '"cores": *[0-9]+' "$machine" | grep -Eo '[0-9]+$')
+[ -n "$cores" ] || fail "no \"cores\" in $machine"
+sed -E "s/\"cores\": *[0-9]+/\"cores\": $(( cores / 2 > 0 ? cores / 2 : 1 ))/" "$machine" >"$dir/machine-per-host.json"
+machine="$dir/machine-per-host.json"
 # The program cache, made once here rather than by four ranks at once.
 "$weft_run" --model "$model" --nproc 1 --iters 1 --warmup 0 >"$dir/warm.log" 2>&1 || fail "weft-run --model $model failed"
 
