@@ -372,7 +372,16 @@ int RunAuto(const ExplainOptions& eo) {
       }
       continue;
     }
-    std::cout << "\n" << std::left << std::setw(5) << "#" << std::setw(48) << "mesh" << std::right << std::setw(11)
+    // The mesh column as wide as the longest row shown (an axis order makes them long), at least 48.
+    auto row_text = [](const cost::Candidate& k) { return k.text + (k.over_memory ? " (over memory)" : ""); };
+    size_t mesh_width = 48;
+    int counted = 0;
+    for (const cost::Candidate& k : all) {
+      if (!k.prediction || counted++ >= eo.show) continue;
+      mesh_width = std::max(mesh_width, row_text(k).size() + 2);
+    }
+    const int w_mesh = static_cast<int>(mesh_width);
+    std::cout << "\n" << std::left << std::setw(5) << "#" << std::setw(w_mesh) << "mesh" << std::right << std::setw(11)
               << "predicted" << std::setw(11) << "compute" << std::setw(12) << "collectives" << std::setw(12)
               << "peak/rank" << "\n";
     int shown = 0;
@@ -380,7 +389,7 @@ int RunAuto(const ExplainOptions& eo) {
       if (!k.prediction || shown >= eo.show) continue;
       const cost::Prediction& p = *k.prediction;
       ++shown;
-      std::cout << std::left << std::setw(5) << shown << std::setw(48) << (k.text + (k.over_memory ? " (over memory)" : ""))
+      std::cout << std::left << std::setw(5) << shown << std::setw(w_mesh) << row_text(k)
                 << std::right << std::setw(11) << Ms(p.latency_s) << std::setw(11)
                 << Ms(p.latency_s - p.comm_s) << std::setw(12) << Ms(p.comm_s) << std::setw(12)
                 << plan::FormatBytes(p.peak_bytes) << "\n";
