@@ -63,6 +63,18 @@ ExprValue FromJson(const Json& v) {
   return none;
 }
 
+// Where the model's own code fixed `key`'s dim (Manifest::fixed_sizes: ZImage's `len(tensor)`,
+// Flux's loop over its position ids' axes), said after a refusal of another size; "" when the
+// export recorded none.
+std::string FixedByTheForward(const Program& program, const std::string& key, size_t dim) {
+  if (!program.manifest) return "";
+  const std::string size = key + ".shape[" + std::to_string(dim) + "]";
+  for (const FixedSize& f : program.manifest->fixed_sizes) {
+    if (f.size == size) return " by the forward, at " + f.at + (f.code.empty() ? "" : " (`" + f.code + "`)");
+  }
+  return "";
+}
+
 std::string DimName(const std::string& arg, size_t dim) { return arg + ".size(" + std::to_string(dim) + ")"; }
 
 // A list or tuple argument whose tensors were given one by one (`x[0]`, `x[1]`), rebuilt as the
@@ -265,7 +277,8 @@ Bindings Bindings::Bind(const Program& program, const std::vector<InputDesc>& in
         if (!s.symbolic) {
           if (s.value != d.shape[dim]) {
             throw ProgramError(where + ": " + DimName(f.key, dim) + " is " + std::to_string(d.shape[dim]) +
-                               "; the program was exported with it fixed at " + std::to_string(s.value));
+                               "; the program was exported with it fixed at " + std::to_string(s.value) +
+                               FixedByTheForward(program, f.key, dim));
           }
           continue;
         }

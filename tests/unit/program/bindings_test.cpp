@@ -69,6 +69,16 @@ TEST_F(FluxBindings, RefusesInputsThatBreakAGuard) {
                                               "L['txt_ids'].size()[0])`");
 }
 
+// A size the model's own code fixed (FluxPosEmbed loops over the position ids' axes): the refusal
+// says where, from what the export recorded.
+TEST_F(FluxBindings, SaysWhereTheForwardFixedASize) {
+  std::vector<InputDesc> in = Flux(2, 24, 8);
+  in[5] = T("txt_ids", {8, 4});
+  EXPECT_EQ(ErrorOf(*program_, in), where_ + "txt_ids.size(1) is 4; the program was exported with it fixed at 3 by the "
+                                             "forward, at diffusers/models/transformers/transformer_flux.py:513 in "
+                                             "forward (`for i in range(n_axes):`)");
+}
+
 TEST_F(FluxBindings, RefusesATokenCountBelowTheMinimum) {
   EXPECT_EQ(ErrorOf(*program_, Flux(2, 24, 1)),
             where_ + "encoder_hidden_states.size(1) (size s31) is 1, below the program's minimum 2");
