@@ -51,7 +51,7 @@ AutoMeshPick PickMesh(const AutoMeshRequest& r, std::ostream& log) {
   s.flags.ulysses_anything = r.ulysses_anything;
   s.flags.ring_anything = r.ring_anything;
   s.weight_sharding = r.weight_sharding;
-  s.activation_bytes = p.manifest && p.manifest->dtype == "bf16" ? 2 : 4;
+  s.activation_bytes = p.ActivationBytes();
   const int64_t available = AvailableMemoryBytes();
   s.memory_per_rank = r.memory_per_rank > 0 ? r.memory_per_rank : available > 0 ? available / r.nproc : 0;
   s.machine = machine;

@@ -357,7 +357,7 @@ plan::ExecutionPlan ProgramPlan(const ProgramJobOptions& o, const program::Progr
   request.graph = program::GraphOfProgram(view);
   request.workload = "run";
   request.mesh = o.mesh;
-  request.activation_bytes = p.manifest && p.manifest->dtype == "f32" ? 4 : 2;
+  request.activation_bytes = p.ActivationBytes();
   request.branches = branches;
   LoadedPlan loaded = LoadPlan(request);
   program::LowerToProgramWithCost(loaded.plan, p, o.program, *request.graph);

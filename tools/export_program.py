@@ -670,7 +670,7 @@ def export(cls_name, cfg, kwargs, dtype, name, workloads, source, out_path):
         raise SystemExit("export_program: torch.export traced %s but cannot serialize it: %s: %s" % (
             cls_name, type(e).__name__, first[:400]))
     strip_and_deflate(buf.getvalue(), out_path, extra)
-    return ep, seconds
+    return ep, seconds, extra["fixed_sizes"]
 
 
 def serializable_rounding(ep):
@@ -922,12 +922,11 @@ def export_config(config, out, workload=None, batch=None, dtype_name="fp32", mod
         kwargs = make_inputs(cls_name, cfg, wl, RandomFactory(dtype, 0))
     if write_inputs:
         write_inputs_file(write_inputs, kwargs)
-    ep, seconds = export(cls_name, cfg, kwargs, dtype, name, workloads, source, out)
+    ep, seconds, fixed = export(cls_name, cfg, kwargs, dtype, name, workloads, source, out)
     verify_with_weft(out)
     nodes = sum(1 for n in ep.graph.nodes if n.op == "call_function")
     print("%s: %s, %d nodes, %d dynamic sizes, exported in %.1f s, %d bytes" % (
         out, cls_name, nodes, len(ep.range_constraints), seconds, os.path.getsize(out)), file=sys.stderr)
-    fixed = fixed_sizes(ep)
     for f in fixed[:3]:
         print("  the forward fixed %s = %d at %s: %s" % (f["size"], f["value"], f["at"], f["code"]), file=sys.stderr)
     if len(fixed) > 3:

@@ -87,7 +87,8 @@ std::vector<Candidate> SearchMeshes(const SearchRequest& r, size_t keep_plans) {
       if (cfg) weights.push_back({std::string(plan::kCfgAxis)});
       if (cp && cfg) weights.push_back({std::string(plan::kCpGroup), std::string(plan::kCfgAxis)});
     }
-    for (const std::vector<std::string_view>& order : orders) {
+    for (size_t o = 0; o < orders.size(); ++o) {
+      const std::vector<std::string_view>& order = orders[o];
       for (plan::RotateMethod rotate : rotations) {
         for (const std::vector<std::string>& w : weights) {
           Candidate c;
@@ -99,7 +100,7 @@ std::vector<Candidate> SearchMeshes(const SearchRequest& r, size_t keep_plans) {
           c.mesh.rotate_method = rotate;
           c.mesh.weight_axes = w;
           c.mesh_arg = c.mesh.ToString();  // its axes of more than one rank, in world order
-          if (&order != &orders.front()) c.mesh_arg += "," + OrderArgument(spec, order);
+          if (o > 0) c.mesh_arg += "," + OrderArgument(spec, order);  // the default order says nothing
           c.text = c.mesh_arg;
           if (spec.ring > 1) c.text += " rotate=" + std::string(plan::RotateMethodName(rotate));
           if (!w.empty()) {

@@ -190,7 +190,7 @@ Prediction Predict(const program::Program& p, const plan::ExecutionPlan* plan, c
       (void)fqn;
       int64_t n = 1;
       for (int64_t s : sizes) n *= s;
-      params += n * (p.manifest && p.manifest->dtype == "bf16" ? 2 : 4);
+      params += n * p.ActivationBytes();
     }
   }
   parts::Finish(plan, m, set, hide, params, peak, r);

@@ -33,8 +33,8 @@ std::vector<int64_t> GroupsOfRank(const plan::Mesh& mesh) {
   return groups;
 }
 
-// The mesh axes a collective group varies over: an axis itself, cp's ring and ulysses, the weights'
-// slicing axes, or every axis of the world.
+// The mesh axes a collective group varies over: an axis itself, cp's ring and ulysses, or the
+// weights' slicing axes.
 std::vector<std::string> AxesOfGroup(const plan::Mesh& mesh, const std::string& group) {
   auto cp = [] { return std::vector<std::string>{std::string(plan::kRingAxis), std::string(plan::kUlyssesAxis)}; };
   if (group == plan::kCpGroup) return cp();
@@ -47,11 +47,6 @@ std::vector<std::string> AxesOfGroup(const plan::Mesh& mesh, const std::string& 
         axes.push_back(w);
       }
     }
-    return axes;
-  }
-  if (group == "world") {
-    std::vector<std::string> axes;
-    for (const plan::MeshAxis& a : mesh.axes) axes.push_back(a.name);
     return axes;
   }
   return {group};
@@ -96,6 +91,7 @@ Setting SettingFor(const plan::ExecutionPlan* plan, const MachineProfile& m, con
 Hideable PriceCollectives(const plan::ExecutionPlan& plan, const MachineProfile& m, const Setting& set, Prediction& r) {
   Hideable h;
   std::map<std::string, double> per_axis;
+  std::map<std::string, bool> spans;  // by group: whether its ranks sit on two hosts (computed once)
   for (const plan::ModuleStep& s : plan.steps) {
     for (const plan::Collective& c : s.cost.collectives) {
       const int64_t n = GroupSize(plan, c.axis);
@@ -104,7 +100,9 @@ Hideable PriceCollectives(const plan::ExecutionPlan& plan, const MachineProfile&
       // Point-to-point exchanges go over Gloo on CPUs whatever the transport of the collectives.
       std::string via = op == "send_recv" && m.kind == "cpu" ? "gloo" : set.transport;
       std::optional<CollectiveTime> fit;
-      if (GroupSpansHosts(plan.mesh, c.axis, set.ranks)) {
+      auto span = spans.find(c.axis);
+      if (span == spans.end()) span = spans.emplace(c.axis, GroupSpansHosts(plan.mesh, c.axis, set.ranks)).first;
+      if (span->second) {
         // Shared memory cannot join ranks on two hosts (runtime/dist decides per group): Gloo on
         // CPUs; on GPUs NCCL over the network, where the profile has it.
         const std::string across = m.kind == "cpu" ? "gloo" : via + "-net";

@@ -24,7 +24,7 @@ struct Setting {
 // Fills r.threads too.
 Setting SettingFor(const plan::ExecutionPlan* plan, const MachineProfile& m, const PredictOptions& o, Prediction& r);
 
-// Whether some group of `group` (a mesh axis, cp, weights or world) has ranks on two hosts, the
+// Whether some group of `group` (a mesh axis, cp or weights) has ranks on two hosts, the
 // world's ranks placed on hosts in contiguous blocks of `ranks_per_host` (as weft-run, torchrun
 // and srun number local ranks); the mesh's axis order decides which axes stay within a host.
 bool GroupSpansHosts(const plan::Mesh& mesh, const std::string& group, int ranks_per_host);

@@ -372,9 +372,7 @@ inline bind::BindOptions BindOptionsFor(const Inputs& in, const Combination& c) 
   b.plan_file = in.plan_files[c.plan];
   const program::Program* program = c.graph < in.programs.size() ? in.programs[c.graph].get() : nullptr;
   // A program's activations are its own dtype (an fp32 export runs in fp32), unless --dtype says.
-  b.activation_bytes = program != nullptr && !in.dtype_given && program->manifest
-                           ? (program->manifest->dtype == "f32" ? 4 : 2)
-                           : in.activation_bytes;
+  b.activation_bytes = program != nullptr && !in.dtype_given ? program->ActivationBytes() : in.activation_bytes;
   b.attention_kernel = in.attention_kernel;
   b.gathers_checked_by_dataflow = program != nullptr;
   b.branches = in.branches;

@@ -314,8 +314,7 @@ int RunAuto(const ExplainOptions& eo) {
       r.workload = c.workload;
       r.nproc = nproc;
       r.flags = in.meshes[c.mesh];
-      r.activation_bytes = prog != nullptr ? (prog->manifest && prog->manifest->dtype == "bf16" ? 2 : 4)
-                                           : in.activation_bytes;  // a graph's: --dtype, as for check
+      r.activation_bytes = prog != nullptr ? prog->ActivationBytes() : in.activation_bytes;  // a graph's: --dtype, as for check
       r.memory_per_rank = eo.memory_per_rank;
       r.machine = *machine;
       r.predict.ranks_per_host = eo.ranks_per_host;

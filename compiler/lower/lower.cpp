@@ -226,18 +226,9 @@ std::optional<plan::ExecutionPlan> Lower(const bind::BoundPlan& b, const model::
     std::vector<plan::Collective> merged;
     int64_t kv_buffer = 0;
     for (const model::AttentionCall& c : calls->calls) {
-      plan::AttentionCommInput in;
       const auto [branches, local_branches] = Branches(b);
-      in.batch = branches > 0 && c.q.at(0) == branches ? local_branches : c.q.at(0);
-      in.q_len = c.q.at(1);
-      in.kv_len = c.k.at(1);
-      in.heads = at.local_heads;
-      in.head_dim = at.head_dim;
-      in.elem_bytes = elem_bytes;
-      in.ulysses = at.ulysses;
-      in.ring = at.ring;
-      in.uneven_heads = at.head_pad > 0;
-      in.rotate_method = at.rotate_method;
+      plan::AttentionCommInput in = plan::CommInputOf(
+          at, branches > 0 && c.q.at(0) == branches ? local_branches : c.q.at(0), c.q.at(1), c.k.at(1), elem_bytes);
       in.q_replicated = !a.q_sharded;
       for (const plan::Collective& col : plan::AttentionCollectives(in)) plan::AddCollective(merged, col);
       kv_buffer = std::max(kv_buffer, plan::RingKvBufferBytes(in));

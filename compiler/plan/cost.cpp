@@ -77,6 +77,22 @@ plan::AttentionMode ModeFor(int64_t ulysses, int64_t ring) {
   return plan::AttentionMode::kLocal;
 }
 
+AttentionCommInput CommInputOf(const plan::Attention& at, int64_t batch, int64_t q_len, int64_t kv_len,
+                               int64_t elem_bytes) {
+  AttentionCommInput in;
+  in.batch = batch;
+  in.q_len = q_len;
+  in.kv_len = kv_len;
+  in.heads = at.local_heads;
+  in.head_dim = at.head_dim;
+  in.elem_bytes = elem_bytes;
+  in.ulysses = at.ulysses;
+  in.ring = at.ring;
+  in.uneven_heads = at.head_pad > 0;
+  in.rotate_method = at.rotate_method;
+  return in;
+}
+
 std::vector<plan::Collective> AttentionCollectives(const AttentionCommInput& in) {
   std::vector<plan::Collective> out;
   const int64_t U = in.ulysses < 1 ? 1 : in.ulysses;

@@ -58,6 +58,11 @@ struct AttentionCommInput {
   bool return_lse = false;
 };
 
+// One call of context-parallel attention `at` (a plan step's): its batch (this cfg rank's), global
+// lengths and element bytes, the heads, degrees and rotation from `at`.
+AttentionCommInput CommInputOf(const plan::Attention& at, int64_t batch, int64_t q_len, int64_t kv_len,
+                               int64_t elem_bytes);
+
 // Heads appended so that `heads + pad` divides by `ulysses` (0 when it already does).
 int64_t HeadPad(int64_t heads, int64_t ulysses);
 

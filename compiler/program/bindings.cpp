@@ -67,9 +67,8 @@ ExprValue FromJson(const Json& v) {
 // Flux's loop over its position ids' axes), said after a refusal of another size; "" when the
 // export recorded none.
 std::string FixedByTheForward(const Program& program, const std::string& key, size_t dim) {
-  if (!program.manifest) return "";
   const std::string size = key + ".shape[" + std::to_string(dim) + "]";
-  for (const FixedSize& f : program.manifest->fixed_sizes) {
+  for (const FixedSize& f : program.FixedSizes()) {
     if (f.size == size) return " by the forward, at " + f.at + (f.code.empty() ? "" : " (`" + f.code + "`)");
   }
   return "";

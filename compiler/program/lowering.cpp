@@ -175,14 +175,14 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
   // in program order, the query and key rows they hold (q_before + q_after, kv_before + kv_after).
   // A count known only at run time (Mochi's valid text) is its hint: a nonzero's count at its
   // input's size (program_reader).
-  struct WholeRows {
+  struct WholeRowsOfCall {
     int64_t q = 0, kv = 0;
     int64_t elem_bytes = 4;  // of the attention's query
   };
-  std::map<std::string, std::vector<WholeRows>> whole_rows;
+  std::map<std::string, std::vector<WholeRowsOfCall>> whole_rows;
   for (const plan::ProgramEdit& e : plan.program->edits) {
     if (e.kind != plan::ProgramEdit::Kind::kAttention || e.whole_parts.empty()) continue;
-    WholeRows rows;
+    WholeRowsOfCall rows;
     auto n = nodes.find(e.node);
     if (n != nodes.end() && !n->second->inputs.empty() && n->second->inputs[0].arg.kind == Argument::Kind::kTensor) {
       if (const TensorMeta* query = p.FindTensor(n->second->inputs[0].arg.name)) rows.elem_bytes = ScalarTypeBytes(query->dtype);
@@ -265,19 +265,11 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
     std::vector<plan::Collective> merged;
     for (size_t i = 0; i < calls->calls.size(); ++i) {
       const model::AttentionCall& call = calls->calls[i];
-      const WholeRows& rows = whole->second[i];
+      const WholeRowsOfCall& rows = whole->second[i];
       if (call.q.size() < 2 || call.k.size() < 2) continue;
-      plan::AttentionCommInput in;
-      in.batch = plan::FirstCfgRankBatch(plan, call.q[0]);
-      in.q_len = std::max<int64_t>(0, call.q[1] - rows.q);
-      in.kv_len = std::max<int64_t>(0, call.k[1] - rows.kv);
-      in.heads = s.attention->local_heads;
-      in.head_dim = s.attention->head_dim;
-      in.elem_bytes = rows.elem_bytes;
-      in.ulysses = s.attention->ulysses;
-      in.ring = s.attention->ring;
-      in.uneven_heads = s.attention->head_pad > 0;
-      in.rotate_method = s.attention->rotate_method;
+      plan::AttentionCommInput in =
+          plan::CommInputOf(*s.attention, plan::FirstCfgRankBatch(plan, call.q[0]), std::max<int64_t>(0, call.q[1] - rows.q),
+                            std::max<int64_t>(0, call.k[1] - rows.kv), rows.elem_bytes);
       in.return_lse = true;
       for (const plan::Collective& x : plan::AttentionCollectives(in)) plan::AddCollective(merged, x);
       int64_t bytes = 4;  // the whole queries' (out, lse) rows, fp32

@@ -182,4 +182,11 @@ std::vector<const Argument*> Program::LeafInputs(const ModuleCall& call) const {
   return out;
 }
 
+int64_t Program::ActivationBytes() const { return manifest && manifest->dtype == "bf16" ? 2 : 4; }
+
+const std::vector<FixedSize>& Program::FixedSizes() const {
+  static const std::vector<FixedSize> kNone;
+  return manifest ? manifest->fixed_sizes : kNone;
+}
+
 }  // namespace weft::program

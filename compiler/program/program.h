@@ -276,6 +276,11 @@ struct Program {
   // exporter passed around the signature (Manifest::bypassed). Throws ProgramError when the
   // counts disagree.
   std::vector<const Argument*> LeafInputs(const ModuleCall& call) const;
+  // Bytes of one activation element of a run of this program: 2 for a bf16 export, else 4 (fp32,
+  // as weft-run runs a program whose manifest says nothing).
+  int64_t ActivationBytes() const;
+  // The sizes the forward fixed at export (Manifest::fixed_sizes); none without a manifest.
+  const std::vector<FixedSize>& FixedSizes() const;
 };
 
 }  // namespace weft::program

@@ -479,8 +479,7 @@ class Suggester {
   // Why the tokens are constants, from the sizes the export saw the forward fix (Manifest::
   // fixed_sizes; one per source line, at most three), or how to look for it where none is recorded.
   std::string FixedByTheForward() const {
-    const std::vector<FixedSize> none;
-    const std::vector<FixedSize>& all = p_.manifest ? p_.manifest->fixed_sizes : none;
+    const std::vector<FixedSize>& all = p_.FixedSizes();
     if (all.empty()) {
       return ". Export again with the token dims dynamic: tools/export_program.py marks every dim "
              "Dim.AUTO, and torch keeps a dim only when the model's forward does not fix it -- give an "
@@ -1161,7 +1160,7 @@ class Suggester {
                std::all_of(size.begin(), size.end() - static_cast<std::ptrdiff_t>(tail.size()),
                            [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
       };
-      for (const FixedSize& f : p_.manifest ? p_.manifest->fixed_sizes : std::vector<FixedSize>{}) {
+      for (const FixedSize& f : p_.FixedSizes()) {
         if (!first_dim_of_an_input(f.size)) continue;
         s_.cfg_dropped = "the batch is fixed in the program: the forward fixed `" + f.size + "` = " +
                          std::to_string(f.value) + " at " + f.at + (f.code.empty() ? "" : " (`" + f.code + "`)") +
