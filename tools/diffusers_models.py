@@ -179,6 +179,16 @@ def make_inputs(cls_name, cfg, wl, f):
                     video_indices=f.ints(nv, values=list(range(T + na, s))),
                     audio_indices=f.ints(na, values=list(range(T, T + na))),
                     text_indices=f.ints(T, values=list(range(T))))
+    if cls_name == "MochiTransformer3DModel":
+        # MochiPipeline: latents (B, in_channels, frames, h, w) from its VAE (8x spatial, 6x
+        # temporal), T5 embeddings padded to max_sequence_length with their attention mask, float
+        # timesteps. The model keeps each sample's valid text tokens with nonzero, so the mask is a
+        # real CPU tensor (all tokens valid) even where the rest is on meta.
+        fr, h, w = latent_video(wl["frames"], wl["height"], wl["width"], 6, 8)
+        T = cfg.get("max_sequence_length", 256)
+        return dict(hidden_states=f.float(B, cfg.get("in_channels", 12), fr, h, w),
+                    encoder_hidden_states=f.float(B, T, cfg.get("text_embed_dim", 4096)), timestep=f.float(B),
+                    encoder_attention_mask=torch.ones(B, T, dtype=torch.bool, device="cpu"))
     if cls_name == "HunyuanVideoTransformer3DModel":
         fr, h, w = latent_video(wl["frames"], wl["height"], wl["width"])
         return dict(hidden_states=f.float(B, cfg["in_channels"], fr, h, w), timestep=f.float(B),

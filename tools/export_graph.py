@@ -137,10 +137,11 @@ def module_attrs(mod):
 def is_attention(mod):
     try:
         from diffusers.models.attention import AttentionModuleMixin
-        from diffusers.models.attention_processor import Attention
+        from diffusers.models.attention_processor import Attention, MochiAttention
     except ImportError:  # pragma: no cover
         return False
-    return isinstance(mod, (AttentionModuleMixin, Attention))
+    # MochiAttention is a plain nn.Module of its own (its processor calls SDPA once per sample).
+    return isinstance(mod, (AttentionModuleMixin, Attention, MochiAttention))
 
 
 def signature_of(cls):

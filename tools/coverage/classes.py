@@ -455,7 +455,7 @@ def _(c, g):
     return dict(hidden_states=g.f(B, 16, 32), timestep=g.t(1.0), encoder_hidden_states=g.f(B, 32, 24))  # channels first
 
 
-@entry("MochiTransformer3DModel", patch_size=2, num_attention_heads=2, attention_head_dim=16, num_layers=1,
+@entry("MochiTransformer3DModel", patch_size=2, num_attention_heads=2, attention_head_dim=24, num_layers=1,
        pooled_projection_dim=16, in_channels=4, text_embed_dim=16, time_embed_dim=16, max_sequence_length=12)
 def _(c, g):
     return dict(hidden_states=g.f(B, 4, 2, 8, 8), encoder_hidden_states=g.f(B, 12, 16), timestep=g.t(),
