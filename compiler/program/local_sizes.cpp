@@ -722,18 +722,25 @@ class LocalSizes {
     return names;
   }
 
-  static std::vector<std::string> SymbolsOf(const std::string& length) {
+  // The symbols of a canonical length, parsed once per length: a 48-block program asks for the
+  // same few lengths at each of its ~15,000 nodes (parsing them each time took minutes).
+  const std::vector<std::string>& SymbolsOf(const std::string& length) {
+    auto it = symbols_of_.find(length);
+    if (it != symbols_of_.end()) return it->second;
+    std::vector<std::string> symbols;
     try {
-      return Expr::Parse(length).Symbols();
+      symbols = Expr::Parse(length).Symbols();
     } catch (const ExprError&) {
-      return {};
+      // An expression weft cannot read names no symbol it could follow.
     }
+    return symbols_of_.emplace(length, std::move(symbols)).first->second;
   }
 
   const Program& p_;
   plan::ProgramEdits& edits_;
   const std::string where_;
   Canonical canonical_;
+  std::unordered_map<std::string, std::vector<std::string>> symbols_of_;
   std::vector<Scoped> scoped_;
   std::unordered_map<std::string, FullLengths> shard_;  // value -> the full lengths it is a shard of
   std::unordered_map<std::string, FullLengths> split_after_;
