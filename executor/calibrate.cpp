@@ -22,6 +22,7 @@
 
 #include "compiler/cost/machine_profile.h"
 #include "compiler/source/output_file.h"
+#include "executor/device.h"
 #include "executor/host_memory.h"
 #include "executor/job_identity.h"
 #include "runtime/dist/dist_context.h"
@@ -63,17 +64,22 @@ int64_t CurrentRssBytes() {
 // How long one call of `fn` takes: one untimed call first (packs weights, faults pages in),
 // then trials of as many calls as fill a fifth of `budget_s` each, at least 3 trials and at
 // most 7; the median of the trials' per-call times. A call longer than the budget is timed 3
-// times, alone.
-double TimePerCall(const std::function<void()>& fn, double budget_s) {
+// times, alone. `sync` waits for the work the calls queued on the device (a GPU runs them
+// asynchronously): after the untimed call and at the end of each trial, so a trial's time is
+// its calls' whole run.
+double TimePerCall(const std::function<void()>& fn, double budget_s, const std::function<void()>& sync) {
   fn();
+  sync();
   const Clock::time_point start = Clock::now();
   fn();
+  sync();
   const double first = Seconds(start, Clock::now());
   std::vector<double> per_call{first};
   const int reps = static_cast<int>(std::clamp(budget_s / 5 / std::max(first, 1e-9), 1.0, 1e5));
   while (per_call.size() < 3 || (per_call.size() < 7 && Seconds(start, Clock::now()) < budget_s)) {
     const Clock::time_point t0 = Clock::now();
     for (int i = 0; i < reps; ++i) fn();
+    sync();
     per_call.push_back(Seconds(t0, Clock::now()) / reps);
   }
   return Median(per_call);
@@ -83,18 +89,25 @@ struct MatmulSize {
   int64_t m, n, k;
 };
 
-// The launcher's compute measurements, at each thread count of `threads`.
+// The launcher's compute measurements on `device` (the CPU at each thread count of `threads`, or
+// this process's GPU).
 class ComputeCalibration {
  public:
-  ComputeCalibration(bool quick, std::vector<int> threads) : quick_(quick), threads_(std::move(threads)) {}
+  ComputeCalibration(bool quick, std::vector<int> threads, c10::Device device)
+      : quick_(quick), threads_(std::move(threads)), device_(device) {}
 
   // A Linear of the program as the interpreter runs it (runtime/program/fast_kernels.cpp): f32 on
   // oneDNN with the weight packed once where this LibTorch has it, anything else on at::linear.
-  // Token counts and widths like the models' (Flux, Wan: 64..3072 features, 256..4096 tokens).
+  // Token counts and widths like the models' (Flux, Wan: 64..3072 features, 256..4096 tokens on a
+  // CPU; on a GPU up to Flux's 4096 image tokens x its 12288-wide MLP, where its rate peaks).
   std::vector<RatePoint> Matmul() {
-    const std::vector<MatmulSize> sizes =
+    std::vector<MatmulSize> sizes =
         quick_ ? std::vector<MatmulSize>{{256, 64, 64}, {1024, 512, 512}}
                : std::vector<MatmulSize>{{256, 64, 64}, {1024, 512, 512}, {2048, 1024, 1024}, {4096, 1536, 1536}};
+    if (device_.is_cuda()) {
+      sizes = quick_ ? std::vector<MatmulSize>{{1024, 512, 512}, {4096, 3072, 3072}}
+                     : std::vector<MatmulSize>{{1024, 512, 512}, {4096, 3072, 3072}, {4096, 12288, 3072}, {16384, 3072, 12288}};
+    }
     std::vector<RatePoint> points;
     for (const auto& [name, dtype] : Dtypes()) {
       for (int t : threads_) {
@@ -103,10 +116,10 @@ class ComputeCalibration {
         for (const MatmulSize& s : sizes) {
           const double flops = 2.0 * s.m * s.n * s.k;
           if (TooLong(flops, last_rate, name, "matmul", t)) break;
-          const at::Tensor x = at::randn({s.m, s.k}).to(dtype);
-          const at::Tensor w = at::randn({s.n, s.k}).to(dtype);
+          const at::Tensor x = Random({s.m, s.k}, dtype);
+          const at::Tensor w = Random({s.n, s.k}, dtype);
           nn::Linear holder(s.k, s.n, /*bias=*/false);
-          const bool packed = dtype == at::kFloat && nn::onednn::Available();
+          const bool packed = dtype == at::kFloat && !device_.is_cuda() && nn::onednn::Available();
           const double seconds = TimePerCall(
               [&] {
                 const at::Tensor y = packed ? nn::onednn::Matmul(holder, w, x, 0, s.k, std::nullopt,
@@ -114,7 +127,7 @@ class ComputeCalibration {
                                             : at::linear(x, w);
                 (void)y;
               },
-              Budget());
+              Budget(), Sync());
           last_rate = flops / seconds;
           points.push_back({name, t, static_cast<double>(s.m * s.n * s.k), last_rate});
         }
@@ -123,27 +136,31 @@ class ComputeCalibration {
     return points;
   }
 
-  // at::scaled_dot_product_attention on (1, 4, S, 64), what the models' attention calls.
+  // at::scaled_dot_product_attention on (1, 4, S, 64) on a CPU, what the models' attention calls;
+  // on a GPU (1, 24, S, 128), Flux's heads, up to 16384 keys (f32 to 4096: its kernels are not
+  // the flash ones, and the rate is for the rare fp32 export).
   std::vector<RatePoint> Attention() {
-    const std::vector<int64_t> lengths = quick_ ? std::vector<int64_t>{256, 1024} : std::vector<int64_t>{256, 1024, 4096};
-    constexpr int64_t kB = 1, kH = 4, kD = 64;
+    const bool gpu = device_.is_cuda();
+    const int64_t kB = 1, kH = gpu ? 24 : 4, kD = gpu ? 128 : 64;
     std::vector<RatePoint> points;
     for (const auto& [name, dtype] : Dtypes()) {
+      std::vector<int64_t> lengths = quick_ ? std::vector<int64_t>{256, 1024} : std::vector<int64_t>{256, 1024, 4096};
+      if (gpu && !quick_) lengths = dtype == at::kFloat ? std::vector<int64_t>{1024, 4096} : std::vector<int64_t>{1024, 4096, 16384};
       for (int t : threads_) {
         at::set_num_threads(t);
         double last_rate = 0;
         for (int64_t s : lengths) {
           const double flops = 4.0 * kB * s * s * kH * kD;
           if (TooLong(flops, last_rate, name, "attention", t)) break;
-          const at::Tensor q = at::randn({kB, kH, s, kD}).to(dtype);
-          const at::Tensor k = at::randn({kB, kH, s, kD}).to(dtype);
-          const at::Tensor v = at::randn({kB, kH, s, kD}).to(dtype);
+          const at::Tensor q = Random({kB, kH, s, kD}, dtype);
+          const at::Tensor k = Random({kB, kH, s, kD}, dtype);
+          const at::Tensor v = Random({kB, kH, s, kD}, dtype);
           const double seconds = TimePerCall(
               [&] {
                 const at::Tensor o = at::scaled_dot_product_attention(q, k, v);
                 (void)o;
               },
-              Budget());
+              Budget(), Sync());
           last_rate = flops / seconds;
           points.push_back({name, t, static_cast<double>(s), last_rate});
         }
@@ -154,21 +171,23 @@ class ComputeCalibration {
 
   // Bytes read and written per second by a binary op into a new tensor (what the interpreter's
   // aten.add and aten.mul do): the mean of add's and mul's rates, at inputs of 64 KB, 1 MB and
-  // 16 MB each (quick: the first two); `size` is the bytes one call moves (3 tensors).
+  // 16 MB each (quick: the first two; a GPU also 256 MB, past its caches); `size` is the bytes one
+  // call moves (3 tensors).
   std::vector<RatePoint> Elementwise() {
-    const std::vector<int64_t> input_bytes = quick_ ? std::vector<int64_t>{64 << 10, 1 << 20}
-                                                    : std::vector<int64_t>{64 << 10, 1 << 20, 16 << 20};
+    std::vector<int64_t> input_bytes = quick_ ? std::vector<int64_t>{64 << 10, 1 << 20}
+                                              : std::vector<int64_t>{64 << 10, 1 << 20, 16 << 20};
+    if (device_.is_cuda() && !quick_) input_bytes.push_back(int64_t{256} << 20);
     std::vector<RatePoint> points;
     for (const auto& [name, dtype] : Dtypes()) {
       for (int t : threads_) {
         at::set_num_threads(t);
         for (int64_t bytes : input_bytes) {
           const int64_t numel = bytes / at::elementSize(dtype);
-          const at::Tensor a = at::randn({numel}).to(dtype);
-          const at::Tensor b = at::randn({numel}).to(dtype);
+          const at::Tensor a = Random({numel}, dtype);
+          const at::Tensor b = Random({numel}, dtype);
           const double moved = 3.0 * bytes;
-          const double add = moved / TimePerCall([&] { (void)at::add(a, b); }, Budget() / 2);
-          const double mul = moved / TimePerCall([&] { (void)at::mul(a, b); }, Budget() / 2);
+          const double add = moved / TimePerCall([&] { (void)at::add(a, b); }, Budget() / 2, Sync());
+          const double mul = moved / TimePerCall([&] { (void)at::mul(a, b); }, Budget() / 2, Sync());
           points.push_back({name, t, moved, (add + mul) / 2});
         }
       }
@@ -177,16 +196,19 @@ class ComputeCalibration {
   }
 
   // The dispatcher's cost of one tiny operator: at::add of 8 floats, median per call over 20
-  // batches of 1000 calls (quick: 5), on one thread.
+  // batches of 1000 calls (quick: 5), on one thread; on a GPU the launch of its kernel (the
+  // batch waits for the GPU at its end).
   double OpOverhead() {
     at::set_num_threads(1);
-    const at::Tensor a = at::randn({8});
-    const at::Tensor b = at::randn({8});
+    const at::Tensor a = Random({8}, at::kFloat);
+    const at::Tensor b = Random({8}, at::kFloat);
     for (int i = 0; i < 1000; ++i) (void)at::add(a, b);
+    SynchronizeDevice(device_);
     std::vector<double> per_call;
     for (int batch = 0; batch < (quick_ ? 5 : 20); ++batch) {
       const Clock::time_point t0 = Clock::now();
       for (int i = 0; i < 1000; ++i) (void)at::add(a, b);
+      SynchronizeDevice(device_);
       per_call.push_back(Seconds(t0, Clock::now()) / 1000);
     }
     return Median(per_call);
@@ -196,6 +218,14 @@ class ComputeCalibration {
 
  private:
   static std::vector<std::pair<std::string, at::ScalarType>> Dtypes() { return {{"f32", at::kFloat}, {"bf16", at::kBFloat16}}; }
+
+  at::Tensor Random(at::IntArrayRef sizes, at::ScalarType dtype) const {
+    return at::randn(sizes, at::TensorOptions().dtype(dtype).device(device_));
+  }
+
+  std::function<void()> Sync() const {
+    return [device = device_] { SynchronizeDevice(device); };
+  }
 
   // Seconds one measurement may take: enough calls for a stable median, and the whole run in
   // minutes (seconds with --quick).
@@ -213,6 +243,7 @@ class ComputeCalibration {
 
   bool quick_;
   std::vector<int> threads_;
+  c10::Device device_;
   std::vector<std::string> notes_;
 };
 
@@ -220,8 +251,13 @@ class ComputeCalibration {
 
 constexpr const char* kCollectiveOps[] = {"all_to_all", "all_gather", "all_reduce", "send_recv"};
 
-// Bytes per rank of each collective's input (quick: 3 sizes up to 1 MB).
-std::vector<int64_t> CollectiveSizes(bool quick) {
+// Bytes per rank of each collective's input (quick: 3 sizes up to 1 MB). NCCL over NVLink reaches
+// its bandwidth only with messages of tens of MB: on a GPU up to 256 MB.
+std::vector<int64_t> CollectiveSizes(bool quick, bool gpu) {
+  if (gpu) {
+    if (quick) return {16 << 10, 1 << 20, 16 << 20};
+    return {16 << 10, 1 << 20, 16 << 20, 64 << 20, int64_t{256} << 20};
+  }
   if (quick) return {1 << 10, 32 << 10, 1 << 20};
   return {1 << 10, 16 << 10, 256 << 10, 2 << 20, 8 << 20};
 }
@@ -283,8 +319,8 @@ GroupMeasurement ReadGroupMeasurement(const std::string& file) {
   return g;
 }
 
-// Starts `n` ranks of this weft-run measuring collectives over `transport`; returns what rank 0
-// measured.
+// Starts `n` ranks of this weft-run measuring collectives over `transport` (shm or gloo on CPU
+// ranks; nccl: one GPU per rank); returns what rank 0 measured.
 GroupMeasurement MeasureGroup(const CalibrateOptions& o, const std::string& transport, int n) {
   std::string file = (std::getenv("TMPDIR") != nullptr ? std::string(std::getenv("TMPDIR")) : "/tmp") +
                      "/weft-calibrate-XXXXXX";
@@ -293,8 +329,13 @@ GroupMeasurement MeasureGroup(const CalibrateOptions& o, const std::string& tran
   ::close(fd);
   dist::LaunchOptions lo;
   lo.nproc = n;
-  lo.argv = {dist::SelfExecutable("weft-run"), "--calibrate-collectives", file, "--cpu-transport", transport,
-             "--timeout-ms", std::to_string(o.timeout.count())};
+  lo.argv = {dist::SelfExecutable("weft-run"), "--calibrate-collectives", file, "--timeout-ms",
+             std::to_string(o.timeout.count())};
+  if (transport == "nccl") {
+    lo.argv.insert(lo.argv.end(), {"--device", "cuda"});
+  } else {
+    lo.argv.insert(lo.argv.end(), {"--cpu-transport", transport});
+  }
   if (o.quick) lo.argv.push_back("--quick");
   std::random_device random;
   lo.env.emplace_back("WEFT_JOB_ID", dist::HostName() + "-" + std::to_string(::getpid()) + "-calibrate-" +
@@ -384,21 +425,33 @@ void PrintRates(std::ostream& out, const char* what, const std::vector<RatePoint
 
 int RunCalibration(const CalibrateOptions& o, std::ostream& out) {
   const Clock::time_point start = Clock::now();
+  // The launcher measures compute on the first GPU (SelectDevice refuses a build without CUDA or
+  // a host without a GPU, by name) and starts one rank per GPU for the collectives.
+  const c10::Device device = SelectDevice(o.device, dist::WorldConfig{});
+  const bool gpu = device.is_cuda();
   const int cores = Cores();
   cost::MachineProfile m;
-  m.kind = "cpu";
-  m.device = CpuModelName() + " x" + std::to_string(cores) + " cores";
+  m.kind = gpu ? "cuda" : "cpu";
   m.host = dist::HostName();
   m.measured = true;
-  m.source = "weft-run --calibrate " + Today();
-  m.cores = cores;
-  m.memory_bytes = MemTotalBytes();
+  m.source = "weft-run --calibrate " + std::string(gpu ? "--device cuda " : "") + Today();
+  if (gpu) {
+    // A GPU profile counts GPUs where a CPU one counts cores (the ranks a host runs side by side)
+    // and the memory of one GPU.
+    m.cores = VisibleGpus();
+    m.device = DeviceName(device) + " x" + std::to_string(m.cores);
+    m.memory_bytes = DeviceMemoryBytes(device);
+  } else {
+    m.cores = cores;
+    m.device = CpuModelName() + " x" + std::to_string(cores) + " cores";
+    m.memory_bytes = MemTotalBytes();
+  }
 
   std::vector<int> threads{1};
-  if (cores > 1) threads.push_back(cores);
+  if (!gpu && cores > 1) threads.push_back(cores);
   out << "weft-run --calibrate: " << m.device << " on " << m.host << (o.quick ? " (quick)" : "") << "\n";
   out.flush();
-  ComputeCalibration compute(o.quick, threads);
+  ComputeCalibration compute(o.quick, threads, device);
   m.matmul = compute.Matmul();
   m.attention = compute.Attention();
   m.elementwise = compute.Elementwise();
@@ -406,19 +459,28 @@ int RunCalibration(const CalibrateOptions& o, std::ostream& out) {
   const double compute_s = Seconds(start, Clock::now());
 
   // Collectives: one rank job per (transport, group size).
-  const int max_ranks = o.max_ranks > 0 ? o.max_ranks : std::min(8, 4 * cores);
+  const int max_ranks = o.max_ranks > 0 ? o.max_ranks : gpu ? m.cores : std::min(8, 4 * cores);
   std::vector<GroupMeasurement> groups;
   std::vector<std::string> notes = compute.notes();
+  if (gpu && max_ranks > m.cores) {
+    throw std::runtime_error("--nproc " + std::to_string(max_ranks) + ": NCCL needs one GPU per rank and this host has " +
+                             std::to_string(m.cores));
+  }
   if (max_ranks < 2) {
     notes.push_back("--nproc " + std::to_string(max_ranks) + ": no collectives measured (they need 2 ranks or more)");
   } else if (const int64_t available = AvailableMemoryBytes();
-             available > 0 && static_cast<double>(max_ranks) * 300e6 > static_cast<double>(available)) {
+             !gpu && available > 0 && static_cast<double>(max_ranks) * 300e6 > static_cast<double>(available)) {
     throw std::runtime_error("--nproc " + std::to_string(max_ranks) + ": " + std::to_string(max_ranks) +
                              " ranks need about " + Gb(max_ranks * 300e6) + " but this machine has " +
                              Gb(static_cast<double>(available)) + " available; use a smaller --nproc");
   }
-  for (const char* transport : {"shm", "gloo"}) {
+  const std::vector<std::string> transports = gpu ? std::vector<std::string>{"nccl"} : std::vector<std::string>{"shm", "gloo"};
+  for (const std::string& transport : transports) {
     for (int n = 2; n <= max_ranks; ++n) groups.push_back(MeasureGroup(o, transport, n));
+  }
+  if (gpu && !groups.empty()) {
+    notes.push_back("the ranks' footprint and the groups' buffers are host memory (resident set sizes); NCCL's "
+                    "device buffers are not counted");
   }
   for (const GroupMeasurement& g : groups) {
     for (const auto& [op, points] : g.points) {
@@ -468,10 +530,12 @@ int RunCalibration(const CalibrateOptions& o, std::ostream& out) {
 int RunCollectiveCalibrationRank(const CollectiveCalibrationOptions& o) {
   const dist::WorldConfig world = dist::WorldFromEnv();
   dist::ConfigureIntraOpThreads(world.local_world_size, 1);
+  const c10::Device device = SelectDevice(o.device, world);
   dist::MeshShape shape;
   shape.ulysses = world.world_size;
   dist::DistOptions dopts;
   dopts.timeout = o.timeout;
+  dopts.enable_nccl = device.is_cuda();
   // As weft-run's --cpu-transport gloo: no shared-memory segment, every collective over Gloo.
   if (o.transport == "gloo") dopts.shm_budget_bytes = 0;
   dopts.job = {{"launch", LaunchId()}, {"job", "calibrate collectives"}, {"transport", o.transport},
@@ -494,11 +558,12 @@ int RunCollectiveCalibrationRank(const CollectiveCalibrationOptions& o) {
   const double trial_s = o.quick ? 0.01 : 0.03;
   const int trials = o.quick ? 3 : 5;
   Json points = Json::array();
+  const at::TensorOptions on = at::TensorOptions().dtype(at::kFloat).device(device);
   for (const char* op : kCollectiveOps) {
-    for (int64_t size : CollectiveSizes(o.quick)) {
+    for (int64_t size : CollectiveSizes(o.quick, device.is_cuda())) {
       const int64_t numel = std::max<int64_t>(n, size / 4 / n * n);
-      const at::Tensor input = at::zeros({numel});
-      at::Tensor buffer = at::empty({numel});
+      const at::Tensor input = at::zeros({numel}, on);
+      at::Tensor buffer = at::empty({numel}, on);
       keep(input);
       keep(buffer);
       at::Tensor last;
@@ -524,10 +589,12 @@ int RunCollectiveCalibrationRank(const CollectiveCalibrationOptions& o) {
       const dist::CommStat before = ctx->counters().Get(kAxis, comm);
       call();
       call();
+      SynchronizeDevice(device);
       // Rank 0 sizes the trials by one call; every rank runs as many.
       ctx->Barrier(kAxis);
       Clock::time_point t0 = Clock::now();
       call();
+      SynchronizeDevice(device);
       const double one = Seconds(t0, Clock::now());
       const int64_t want = static_cast<int64_t>(std::clamp(trial_s / std::max(one, 1e-9), 1.0, 2000.0));
       const int64_t reps = ctx->AllGatherSizes(kAxis, want)[0];
@@ -536,6 +603,7 @@ int RunCollectiveCalibrationRank(const CollectiveCalibrationOptions& o) {
         ctx->Barrier(kAxis);
         t0 = Clock::now();
         for (int64_t i = 0; i < reps; ++i) call();
+        SynchronizeDevice(device);
         per_call.push_back(Seconds(t0, Clock::now()) / static_cast<double>(reps));
       }
       const dist::CommStat after = ctx->counters().Get(kAxis, comm);

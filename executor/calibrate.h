@@ -3,8 +3,10 @@
 // `weft-run --calibrate -o machine.json`: measures this machine and writes its profile
 // (compiler/cost/machine_profile.h), the rates the cost model turns programs and plans into time
 // with. Compute is measured in the launcher process itself, on the LibTorch kernels the
-// interpreter calls (a Linear as its fast kernel runs it), at 1 thread and at all cores.
-// Collectives need ranks: for each transport (shm, gloo) and group size n the launcher starts n
+// interpreter calls (a Linear as its fast kernel runs it), at 1 thread and at all cores; with
+// `--device cuda` on GPU 0, each trial waiting for the GPU at its end.
+// Collectives need ranks: for each transport (shm, gloo; nccl on GPUs, one rank per GPU) and
+// group size n the launcher starts n
 // ranks of weft-run in the hidden mode `--calibrate-collectives FILE`; they time every collective
 // at a few sizes and rank 0 writes what it measured to FILE, which the launcher fits and merges.
 
@@ -18,6 +20,9 @@ struct CalibrateOptions {
   std::string out;      // the profile to write (-o)
   int max_ranks = 0;    // the largest group measured (--nproc); 0: min(8, 4 x cores); < 2: no collectives
   bool quick = false;   // fewer and smaller sizes, for tests (seconds instead of minutes)
+  // "cpu", or "cuda": compute on GPU 0 and the collectives over NCCL, one rank per GPU (a
+  // profile of kind cuda).
+  std::string device = "cpu";
   std::chrono::milliseconds timeout{std::chrono::seconds(30)};  // the ranks' rendezvous and collectives
 };
 
@@ -27,7 +32,8 @@ int RunCalibration(const CalibrateOptions& o, std::ostream& out);
 
 struct CollectiveCalibrationOptions {
   std::string result_file;  // where rank 0 writes its measurements (the launcher's temp file)
-  std::string transport;    // "shm" or "gloo"
+  std::string transport;    // "shm", "gloo" or "nccl"
+  std::string device = "cpu";  // "cuda" for nccl: this rank's GPU (its local rank)
   bool quick = false;
   std::chrono::milliseconds timeout{std::chrono::seconds(30)};
 };

@@ -1,9 +1,11 @@
 #include "executor/device.h"
 
 #include <stdexcept>
+#include <string>
 
 #ifdef WEFT_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <ATen/cuda/CUDAContextLight.h>
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
@@ -43,6 +45,44 @@ int64_t PeakDeviceBytes(c10::Device device) {
   if (device.is_cuda()) {
     return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index()).allocated_bytes[0].peak;
   }
+#else
+  (void)device;
+#endif
+  return 0;
+}
+
+int VisibleGpus() {
+#ifdef WEFT_WITH_CUDA
+  return c10::cuda::device_count();
+#else
+  return 0;
+#endif
+}
+
+#ifdef WEFT_WITH_CUDA
+namespace {
+// LibTorch's copy of the device's properties (libtorch_cuda, which weft links; the CUDA runtime
+// itself is only its dependency).
+const cudaDeviceProp& PropertiesOf(c10::Device device) {
+  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device.index());
+  if (prop == nullptr) throw std::runtime_error("cannot read the properties of CUDA device " + std::to_string(device.index()));
+  return *prop;
+}
+}  // namespace
+#endif
+
+std::string DeviceName(c10::Device device) {
+#ifdef WEFT_WITH_CUDA
+  if (device.is_cuda()) return PropertiesOf(device).name;
+#else
+  (void)device;
+#endif
+  return "";
+}
+
+int64_t DeviceMemoryBytes(c10::Device device) {
+#ifdef WEFT_WITH_CUDA
+  if (device.is_cuda()) return static_cast<int64_t>(PropertiesOf(device).totalGlobalMem);
 #else
   (void)device;
 #endif

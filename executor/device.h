@@ -26,4 +26,13 @@ void SynchronizeDevice(c10::Device device);
 // the CPU (peak RSS covers it).
 int64_t PeakDeviceBytes(c10::Device device);
 
+// GPUs this process sees (0 without CUDA).
+int VisibleGpus();
+
+// What `device` is, for a machine profile: the GPU's name ("NVIDIA H100 80GB HBM3"); "" on the CPU.
+std::string DeviceName(c10::Device device);
+
+// The memory of `device` in bytes (the GPU's total global memory); 0 on the CPU.
+int64_t DeviceMemoryBytes(c10::Device device);
+
 }  // namespace weft::exec

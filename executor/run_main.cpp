@@ -561,6 +561,7 @@ int RunCalibrate(const RunOptions& o, const CLI::App& app) {
   c.out = o.calibrate_out;
   c.max_ranks = o.nproc;
   c.quick = o.quick;
+  c.device = o.device;
   c.timeout = CollectiveTimeout(o);
   return exec::RunCalibration(c, std::cout);
 }
@@ -760,7 +761,8 @@ int main(int argc, char** argv) {
   app.add_flag("--calibrate", o.calibrate,
                "Measure this machine (matmul, attention, elementwise rates at 1 thread and all cores; every "
                "collective on shm and Gloo for 2..--nproc local ranks, default min(8, 4 x cores)) and write a "
-               "machine profile (weft.machine/1) for the cost model to -o FILE");
+               "machine profile (weft.machine/1) for the cost model to -o FILE; with --device cuda: GPU 0's "
+               "rates and every collective over NCCL for 2..--nproc GPUs (default: every GPU)");
   app.add_option("-o,--out", o.calibrate_out, "With --calibrate: the machine profile to write");
   app.add_flag("--quick", o.quick, "With --calibrate: fewer and smaller sizes (seconds, for tests)");
   // A rank of --calibrate's collective jobs: rank 0 writes its measurements to FILE.
@@ -816,7 +818,12 @@ int main(int argc, char** argv) {
   try {
     if (!o.calibrate_collectives.empty()) {
       if (!dist::LaunchedAsRank()) throw UsageError("--calibrate-collectives is for the ranks --calibrate starts");
-      exec::CollectiveCalibrationOptions c{o.calibrate_collectives, o.cpu_transport, o.quick, CollectiveTimeout(o)};
+      exec::CollectiveCalibrationOptions c;
+      c.result_file = o.calibrate_collectives;
+      c.device = o.device;
+      c.transport = o.device == "cuda" ? "nccl" : o.cpu_transport;
+      c.quick = o.quick;
+      c.timeout = CollectiveTimeout(o);
       return exec::RunCollectiveCalibrationRank(c);
     }
     if (o.calibrate) return RunCalibrate(o, app);

@@ -12,6 +12,9 @@
 #   deps       unpacks bench/gpu/carry (prepare.sh) into a private prefix; diffusers wheels
 #   build      cmake + build of weft-run and gpu_attention_check (CUDA, sm_90, Release)
 #   attention  CUDA attention kernels with LSE vs the fp64 CPU reference (bf16, fp32); speed
+#   calibrate  weft-run --calibrate --device cuda: the GPU's matmul/attention/elementwise rates and,
+#              on >= 2 GPUs, every collective over NCCL -> OUT/machine.json; the model steps'
+#              reports then carry the cost model's prediction next to the measured latency
 #   probe      do weft-run's seeded weights equal kit.py's? (flux:tiny on the CPU) -> weights mode
 #   flux       Flux-dev 1024x1024 bf16, one GPU: weft program (weft-run --model flux:dev, its
 #              program exported there on first use, untimed) vs diffusers eager
@@ -34,9 +37,9 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 
-all_steps=(env deps build attention probe flux program meshes wan)
+all_steps=(env deps build attention calibrate probe flux program meshes wan)
 
-usage() { sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,37p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 die_usage() { echo "run.sh: $*" >&2; echo "run.sh: try --help" >&2; exit 2; }
 
 # ---------------------------------------------------------------------------------------------
@@ -440,6 +443,23 @@ step_attention() {
   return "$rc"
 }
 
+# The machine profile (issue 27): measured here, so that the model steps' weft-run reports predict
+# their own latency from it (predicted_latency_ms) -- the cost model checked on a GPU.
+step_calibrate() {
+  load_env
+  [[ -x "$weft_run" ]] || { say "calibrate: FAILED: no $weft_run (build step)"; return 1; }
+  local args=(--calibrate --device "$device" -o "$OUT_DIR/machine.json") rc=0 log=$work/calibrate.out
+  [[ "$mode" == dry-run ]] && args+=(--quick --nproc 2)
+  rm -f "$OUT_DIR/machine.json"
+  bounded "$weft_run" "${args[@]}" >"$log" 2>&1 || rc=$?
+  cat "$log"
+  if ((rc == 0)); then
+    say "calibrate: $(sed -n 's/^  \(matmul\|attention\) *bf16: *\(.*\)/\1 bf16 \2/p' "$log" | paste -sd';' -)"
+    say "calibrate: $(grep -E '^    nccl|^    shm' "$log" | head -2 | sed 's/^ *//' | paste -sd';' -)"
+  fi
+  return "$rc"
+}
+
 # The step's status from its parts' exit codes: a timeout (124, 137) first, then any failure.
 worst_rc() {
   local rc
@@ -542,11 +562,17 @@ model_step() {
   local wargs=()
   [[ -f "$w/inputs.safetensors" ]] && wargs+=(--inputs "$w/inputs.safetensors")
   [[ "$wmode" == file && -f "$w/weights.safetensors" ]] && wargs+=(--weights "$w/weights.safetensors")
+  [[ -f "$OUT_DIR/machine.json" ]] && wargs+=(--machine "$OUT_DIR/machine.json")
   if [[ -x "$weft_run" ]]; then
     # Its output also into weft.log, which says whether the program was exported first.
     weft_one "$device" --model "$weft_model" --dtype bf16 "${wargs[@]}" --output "$w/weft_out.safetensors" \
       --iters "$n" --warmup "$k" --report "$w/weft.json" 2>&1 | tee "$w/weft.log" || wrc=$?
     ((wrc != 0)) || kit_quick report-check "$w/weft.json" || wrc=$?
+    if ((wrc == 0)) && [[ -f "$OUT_DIR/machine.json" ]]; then
+      say "$label: cost model $(timeout 20 "$python" -c 'import json, sys
+r = json.load(open(sys.argv[1])); p = r.get("predicted_latency_ms"); m = r["latency_ms"]["median"]
+print("predicted %.1f ms, measured %.1f ms (%+.1f%%) on the calibrated profile" % (p, m, (p - m) / m * 100) if p else "made no prediction")' "$w/weft.json" || echo "?")"
+    fi
   else
     echo "no $weft_run (build step)"
     wrc=1
@@ -673,10 +699,10 @@ step_meshes() {
 
 # ---------------------------------------------------------------------------------------------
 # The runner.
-declare -A caps=([env]=30 [deps]=90 [build]=$build_cap [attention]=120 [probe]=90 [flux]=200 [program]=200 [meshes]=300 [wan]=300)
+declare -A caps=([env]=30 [deps]=90 [build]=$build_cap [attention]=120 [calibrate]=120 [probe]=90 [flux]=200 [program]=200 [meshes]=300 [wan]=300)
 # Below this many seconds left, a step is not started.
-declare -A mins=([env]=5 [deps]=10 [build]=60 [attention]=20 [probe]=20 [flux]=60 [program]=60 [meshes]=60 [wan]=100)
-if [[ "$mode" == dry-run ]]; then mins=([env]=5 [deps]=5 [build]=30 [attention]=10 [probe]=10 [flux]=10 [program]=10 [meshes]=10 [wan]=10); fi
+declare -A mins=([env]=5 [deps]=10 [build]=60 [attention]=20 [calibrate]=30 [probe]=20 [flux]=60 [program]=60 [meshes]=60 [wan]=100)
+if [[ "$mode" == dry-run ]]; then mins=([env]=5 [deps]=5 [build]=30 [attention]=10 [calibrate]=10 [probe]=10 [flux]=10 [program]=10 [meshes]=10 [wan]=10); fi
 declare -A status=()
 any_failed=0
 

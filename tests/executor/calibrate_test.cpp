@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -116,6 +117,22 @@ TEST(WeftRunCalibrate, RefusesCommandLineMistakesAtOnce) {
   s = Sh(kWeftRun + " -o " + Temp("x.json"));
   EXPECT_EQ(s.status, 2) << s.output;
   EXPECT_NE(s.output.find("--output"), std::string::npos) << s.output;
+}
+
+// --calibrate --device cuda measures GPU 0 and NCCL (bench/gpu/run.sh runs it where a GPU is lent);
+// a build without CUDA says so before measuring anything and writes no profile.
+TEST(WeftRunCalibrate, DeviceCudaNeedsACudaBuild) {
+#ifdef WEFT_WITH_CUDA
+  GTEST_SKIP() << "this build has CUDA";
+#endif
+  const std::string file = Temp("cuda.json");
+  std::remove(file.c_str());
+  const Shell s = Sh(kWeftRun + " --calibrate --device cuda --quick -o " + file);
+  EXPECT_EQ(s.status, 2) << s.output;
+  EXPECT_NE(s.output.find("--device cuda needs a build with CUDA (-DWEFT_ENABLE_CUDA=ON against a CUDA LibTorch)"),
+            std::string::npos)
+      << s.output;
+  EXPECT_FALSE(std::ifstream(file).good()) << file;
 }
 
 }  // namespace

@@ -48,7 +48,7 @@ bash -n "$root/bench/gpu/prepare.sh" || fail "prepare.sh has a syntax error"
 expect 0 '--dry-run' -- "$run" --help
 expect 0 '--check' -- "$root/bench/gpu/prepare.sh" --help
 expect 0 '^env$' -- "$run" --list-steps
-[[ "$("$run" --list-steps | tr '\n' ' ')" == "env deps build attention probe flux program meshes wan " ]] ||
+[[ "$("$run" --list-steps | tr '\n' ' ')" == "env deps build attention calibrate probe flux program meshes wan " ]] ||
   fail "--list-steps: $("$run" --list-steps | tr '\n' ' ')"
 expect 2 "unknown option '--frobnicate'" -- "$run" --frobnicate
 expect 2 "unknown step 'nope' in --steps" -- "$run" --steps env,nope
@@ -83,7 +83,7 @@ expect 1 '^env: skipped \(-?[0-9]+ s of the budget left' -- "$run" --dry-run --s
   --out "$out" --workdir "$tmp/w" "${py[@]}"
 
 # Everything skipped: nothing to fail.
-expect 0 '^steps: env not selected' -- "$run" --dry-run --skip env,deps,build,attention,probe,flux,program,meshes,wan \
+expect 0 '^steps: env not selected' -- "$run" --dry-run --skip env,deps,build,attention,calibrate,probe,flux,program,meshes,wan \
   --out "$tmp/out5" --workdir "$tmp/w" "${py[@]}"
 
 # Without --dry-run, a machine with no GPU is refused at the env step; with one the step passes.
