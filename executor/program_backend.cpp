@@ -29,7 +29,10 @@ at::Tensor ProgramBackend::Split(const at::Tensor& x, const plan::ProgramEdit& e
                     std::to_string(edit.rank) + " tensor along dim " + std::to_string(edit.dim));
   }
   const bool branches = edit.group == plan::kCfgAxis;
-  const dist::Axis axis = branches ? dist::Axis::kCfg : dist::Axis::kCp;
+  // A whole value sliced over tp where it meets tp-sharded heads (shard_flow.h): even by
+  // construction, the colwise weights' blocks.
+  const bool tp = edit.group == plan::kTpAxis;
+  const dist::Axis axis = branches ? dist::Axis::kCfg : tp ? dist::Axis::kTp : dist::Axis::kCp;
   const int64_t ranks = ctx_.AxisSize(axis);
   const int index = ctx_.AxisRank(axis);
   const int64_t length = x.size(edit.dim);
@@ -46,6 +49,7 @@ at::Tensor ProgramBackend::Split(const at::Tensor& x, const plan::ProgramEdit& e
                       std::to_string(edit.dim) + (parts.empty() ? "" : " in one of its parts") +
                       (branches ? ", not divisible by cfg=" + std::to_string(ranks) +
                                       " as the plan was compiled for; compile it for this batch of branches"
+                       : tp     ? ", not divisible by tp=" + std::to_string(ranks) + " as the plan was compiled for"
                                 : ", not divisible by the CP degree " + std::to_string(ranks) +
                                       " (ring x ulysses); enable --ulysses-anything or --ring-anything for uneven splits"));
     }

@@ -179,7 +179,9 @@ void Explain(const plan::ExecutionPlan& p, const model::ModelGraph& graph, std::
       if (e.kind != plan::ProgramEdit::Kind::kSplit || e.node.empty()) continue;
       slices.push_back("`" + e.value + "` d" + std::to_string(e.dim) + " for node `" + e.node + "`" +
                        (e.scope.empty() ? std::string(" at the root") : " in `" + e.scope + "`") + " (" + e.group +
-                       ", as the split of " + (e.module.empty() ? std::string("the root") : "`" + e.module + "`") + ")");
+                       (e.group == plan::kTpAxis ? ", as colwise " : ", as the split of ") +
+                       (e.module.empty() ? std::string("the root") : "`" + e.module + "`") +
+                       (e.group == plan::kTpAxis ? " shards its heads)" : ")"));
     }
     if (!slices.empty()) {
       out << "whole values sliced where they meet a shard (each rank takes its part, no communication): "

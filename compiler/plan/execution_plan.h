@@ -293,7 +293,7 @@ struct ProgramEdit {
                  // `new_value` is the full normalized width
   };
   Kind kind = Kind::kSplit;
-  std::string group = std::string(kCpGroup);  // kSplit, kGather: kCpGroup or kCfgAxis; kAllReduce: kTpAxis or kCpGroup
+  std::string group = std::string(kCpGroup);  // kSplit: kCpGroup, kCfgAxis or kTpAxis (a whole value sliced where it meets tp-sharded heads); kGather: kCpGroup or kCfgAxis; kAllReduce: kTpAxis or kCpGroup
   std::string value;
   std::string node;
   std::string scope;

@@ -410,11 +410,13 @@ class Reader {
     }
   }
 
-  // A split's or gather's group: absent = the CP group, else "cfg".
-  void Group(const OJson& obj, const std::string& ptr, std::string& out) {
+  // A split's or gather's group: absent = the CP group, else "cfg"; a program edit may also be
+  // over "tp" (a split: a whole value sliced where it meets tp-sharded heads; an all-reduce).
+  void Group(const OJson& obj, const std::string& ptr, std::string& out, bool tp_too = false) {
     Str(obj, "group", ptr, out, false);
-    if (out != kCpGroup && out != kCfgAxis) {
-      Error(Child(ptr, "group"), "unknown group `" + out + "`; expected `cp` (the default) or `cfg`");
+    if (out != kCpGroup && out != kCfgAxis && !(tp_too && out == kTpAxis)) {
+      Error(Child(ptr, "group"), "unknown group `" + out + "`; expected `cp` (the default)" +
+                                     std::string(tp_too ? ", `cfg` or `tp`" : " or `cfg`"));
     }
   }
 
@@ -480,8 +482,11 @@ void ReadProgram(Reader& r, const OJson& j, ProgramEdits& out) {
     r.Int(e, "dim", ep, edit.dim, false);
     r.Int(e, "rank", ep, edit.rank, false);
     r.Bool(e, "uneven", ep, edit.uneven, false);
-    r.Group(e, ep, edit.group);
+    r.Group(e, ep, edit.group, /*tp_too=*/true);
     if (edit.kind == ProgramEdit::Kind::kAllReduce && !e.contains("group")) edit.group = std::string(kTpAxis);
+    if (edit.group == kTpAxis && edit.kind != ProgramEdit::Kind::kSplit && edit.kind != ProgramEdit::Kind::kAllReduce) {
+      r.Error(Child(ep, "group"), "group `tp` is for splits and all-reduces only");
+    }
     r.Str(e, "argument", ep, edit.argument, false);
     r.Int(e, "element", ep, edit.element, false);
     r.Int(e, "new_value", ep, edit.new_value, false);

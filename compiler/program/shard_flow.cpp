@@ -1141,11 +1141,36 @@ class ShardFlow {
       if (Find(v) != nullptr) continue;
       const int64_t d = result->dim - (rank - Rank(v));
       if (d >= 0 && !StaticOne(v, d)) {
+        if (Tp() && SliceWholeOperand(n, v, d, *result)) continue;
         Refuse(EditCheck::kTpColwiseEscapes, n, first, *Find(first),
                "it combines the sharded tensor with `" + v + "`, which is whole along the sharded dim", v, d);
       }
     }
     for (const std::string& o : outs) SetLike(o, result->dim, *result);
+  }
+
+  // A whole operand of an elementwise node whose dim, aligned with the tp-sharded one, holds all
+  // of it (Mochi's RoPE tables are per head, (tokens, heads, 64), and meet queries whose heads the
+  // colwise projections sharded): each rank reads its own block of that dim for this node, as a
+  // scoped split over tp -- the same slice the colwise weight gave the other operand, since both
+  // hold the dim whole in one block, split evenly in rank order. False where that does not hold
+  // (several blocks, a size that is not the whole dim, or not a multiple of tp): refused as before.
+  bool SliceWholeOperand(const Node& n, const std::string& v, int64_t d, const Sharding& shard) {
+    if (shard.blocks.size() != 1 || shard.HasWhole() || shard.blocks[0] % tp_ != 0) return false;
+    const TensorMeta* meta = p_.FindTensor(v);
+    if (meta == nullptr || d >= static_cast<int64_t>(meta->sizes.size())) return false;
+    const SymInt& size = meta->sizes[static_cast<size_t>(d)];
+    if (size.symbolic || size.value != shard.blocks[0]) return false;
+    plan::ProgramEdit e;
+    e.kind = Kind::kSplit;
+    e.group = std::string(plan::kTpAxis);
+    e.value = v;
+    e.node = n.name;
+    e.scope = ModuleOf(n);
+    e.dim = d;
+    e.rank = Rank(v);
+    Edit(std::move(e), shard.rule);
+    return true;
   }
 
   // view / reshape / unflatten / flatten: where the sharded dim lands, from the sizes before and

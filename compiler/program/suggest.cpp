@@ -953,8 +953,10 @@ class Suggester {
                          "clone.default", "to.dtype", "_to_copy.default", "type_as.default", "unsqueeze.default",
                          "squeeze.dim", "alias.default", "detach.default", "slice.Tensor", "select.int",
                          "split_with_sizes.default", "split.Tensor", "chunk.default", "view_as_complex.default",
-                         "view_as_real.default", "empty_like.default", "unbind.int"}) ||
+                         "view_as_real.default", "empty_like.default", "unbind.int", "index.Tensor"}) ||
                  n->target == "_operator.getitem") {
+        // index.Tensor: the rows a mask keeps (Mochi's valid text tokens, `encoder_query[:, :, idx]`)
+        // -- its data comes from `self`, the first input.
         const std::vector<std::string> ins = TensorInputs(*n);
         if (!ins.empty()) next.push_back(ins[0]);
       } else if (Is(*n, {"mul.Tensor", "add.Tensor", "sub.Tensor", "neg.default", "cat.default", "stack.default",
@@ -1028,8 +1030,23 @@ class Suggester {
     }
   }
 
+  // The Linear whose output `v` is, through dtype casts and copies, when it reads `input` (the
+  // up projection of a gated feed-forward, multiplied with the activated gate); "" otherwise.
+  std::string GateOperand(std::string v, const std::string& input) {
+    for (int depth = 0; depth < 4; ++depth) {
+      const Node* n = Producer(v);
+      if (n == nullptr) return "";
+      if (Is(*n, {"linear.default"})) return TensorInput(*n, "input") == input ? LinearModule(*n) : "";
+      if (!Is(*n, {"to.dtype", "_to_copy.default", "clone.default", "contiguous.default"}) || TensorInputs(*n).empty()) return "";
+      v = TensorInputs(*n)[0];
+    }
+    return "";
+  }
+
   // A feed-forward: Linear A reading tokens whose output reaches Linear B through activations
-  // only, B mapping back to A's input width.
+  // only, B mapping back to A's input width. A gated one (SwiGLU: B(silu(A x) * U x)) has U colwise
+  // too: its output meets A's shards in the product, so it is cut the same way (left whole, every
+  // rank would compute all of U x to keep its own block).
   void FeedForwards(std::set<std::string>& taken, std::vector<TpModule>& out) {
     for (const Node& a : p_.nodes) {
       if (!Is(a, {"linear.default"})) continue;
@@ -1040,9 +1057,17 @@ class Suggester {
       if (outs.empty()) continue;
       std::vector<std::string> queue = {outs[0]};
       std::unordered_set<std::string> seen = {outs[0]};
+      std::vector<std::string> gates;  // the other Linears multiplied in on the way (U above)
       for (size_t at = 0; at < queue.size() && at < 16; ++at) {
         for (size_t u : Users(queue[at])) {
           const Node& n = p_.nodes[u];
+          if (Is(n, {"mul.Tensor"})) {
+            for (const std::string& other : TensorInputs(n)) {
+              if (other == queue[at] || seen.count(other)) continue;
+              const std::string mu = GateOperand(other, input);
+              if (!mu.empty() && mu != ma) gates.push_back(mu);
+            }
+          }
           if (Is(n, {"linear.default"}) && TensorInput(n, "input") == queue[at]) {
             const std::string mb = LinearModule(n);
             const std::vector<std::string> bo = OutputsOf(n);
@@ -1058,6 +1083,11 @@ class Suggester {
                                     std::to_string(Meta(outs[0])->sizes.back().value) + " features, `" + mb +
                                     "` maps them back";
             out.push_back({ma, true, PackedOf(a), owner, why});
+            for (const std::string& mu : gates) {
+              if (taken.count(mu)) continue;
+              out.push_back({mu, true, {}, owner, why + "; `" + mu + "` gates it (their product goes on to `" + mb + "`)"});
+              taken.insert(mu);
+            }
             out.push_back({mb, false, {}, owner, why});
             taken.insert(ma);
             taken.insert(mb);

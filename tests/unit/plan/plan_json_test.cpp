@@ -175,6 +175,31 @@ TEST(PlanJsonTest, ProgramEditsRoundTripWithAnAttentionsMaskParts) {
   EXPECT_EQ(PlanContentHash(*r.plan), PlanContentHash(p));
 }
 
+// A whole value sliced over tp where it meets tp-sharded heads (Mochi's per-head RoPE tables)
+// keeps its group through JSON; a gather over tp does not exist and is refused by name.
+TEST(PlanJsonTest, ProgramEditsKeepATpSlice) {
+  ProgramEdit slice;
+  slice.kind = ProgramEdit::Kind::kSplit;
+  slice.group = std::string(kTpAxis);
+  slice.value = "cos_1";
+  slice.node = "mul_21";
+  slice.scope = "transformer_blocks.0.attn1";
+  slice.dim = 1;
+  slice.rank = 3;
+  const ExecutionPlan p = WithProgramEdits({slice});
+  const std::string json = WritePlanJson(p);
+  const PlanReadResult r = ReadPlanJson(json);
+  ASSERT_TRUE(r.errors.empty()) << FormatPlanError("p.json", r.errors.front());
+  EXPECT_EQ(r.plan->program->edits.at(0).group, "tp");
+  EXPECT_EQ(PlanContentHash(*r.plan), PlanContentHash(p));
+  ProgramEdit gather = slice;
+  gather.kind = ProgramEdit::Kind::kGather;
+  const PlanReadResult refused = ReadPlanJson(WritePlanJson(WithProgramEdits({gather})));
+  ASSERT_FALSE(refused.errors.empty());
+  EXPECT_NE(FormatPlanError("p.json", refused.errors.front()).find("group `tp` is for splits and all-reduces only"),
+            std::string::npos) << FormatPlanError("p.json", refused.errors.front());
+}
+
 // An attention over a joint sequence with streams every rank holds whole keeps them (without them
 // a runner would attend the whole keys once per rank); a place other than the four is refused.
 TEST(PlanJsonTest, ProgramEditsRoundTripWithAnAttentionsWholeStreams) {

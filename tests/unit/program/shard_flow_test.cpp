@@ -173,6 +173,41 @@ TEST(ShardFlow, TensorParallelHeadReshapeBecomesLocal) {
   EXPECT_EQ(edits.edits[0].new_value, 1);
 }
 
+// A whole operand holding all of the tp-sharded dim (a per-head table, here `t` (8,) against y's
+// 8 sharded features) is sliced for that node's read over tp: each rank takes the block its colwise
+// weight gave the other operand. One of another size along that dim cannot be, and is refused.
+TEST(ShardFlow, TensorParallelSlicesAWholeOperandHoldingTheShardedDim) {
+  Builder b;
+  b.Input("t", {8}, InputSpec::Kind::kUserInput, "");
+  b.Linear("y");
+  b.Add("m", "mul.Tensor", {In("self", Tensor("y")), In("other", Tensor("t"))}, {2, 8});
+  b.Add("g", "gelu.default", {In("self", Tensor("m"))}, {2, 8});
+  b.Output("g");
+  plan::ProgramEdits edits;
+  ExpectRefused([&] { AddTensorParallelEdits(Colwise(), b.p, edits); }, EditCheck::kTpShardReachesOutput,
+                "program: `g` reaches the program's output tp-sharded along dim 1 (no rowwise layer reduces it); its "
+                "sharding comes from the TP rule for `layer` (rule at plan.weft:3:3)");
+  ASSERT_EQ(edits.edits.size(), 1u);
+  const plan::ProgramEdit& slice = edits.edits[0];
+  EXPECT_EQ(slice.kind, plan::ProgramEdit::Kind::kSplit);
+  EXPECT_EQ(slice.group, "tp");
+  EXPECT_EQ(slice.value, "t");
+  EXPECT_EQ(slice.node, "m");
+  EXPECT_EQ(slice.dim, 0);
+  EXPECT_EQ(slice.rank, 1);
+  EXPECT_EQ(slice.module, "layer");
+
+  Builder other;
+  other.Input("t", {4}, InputSpec::Kind::kUserInput, "");
+  other.Linear("y");
+  other.Add("m", "mul.Tensor", {In("self", Tensor("y")), In("other", Tensor("t"))}, {2, 8});
+  other.Output("m");
+  ExpectTpRefused(Colwise(), other.p, EditCheck::kTpColwiseEscapes,
+      "program: tensor parallelism cannot shard node `m` (mul.Tensor) at the root: it combines the sharded tensor "
+      "with `t`, which is whole along the sharded dim; it reads `y`, tp-sharded along dim 1 in blocks [8]; its "
+      "sharding comes from the TP rule for `layer` (rule at plan.weft:3:3)");
+}
+
 TEST(ShardFlow, SplitRefusesAnOperatorItDoesNotFollow) {
   Builder b;
   b.Add("z", "nonzero.default", {In("self", Tensor("x"))}, {2, 8});
