@@ -455,7 +455,9 @@ step_calibrate() {
   cat "$log"
   if ((rc == 0)); then
     say "calibrate: $(sed -n 's/^  \(matmul\|attention\) *bf16: *\(.*\)/\1 bf16 \2/p' "$log" | paste -sd';' -)"
-    say "calibrate: $(grep -E '^    nccl|^    shm' "$log" | head -2 | sed 's/^ *//' | paste -sd';' -)"
+    local groups
+    groups=$(grep -E '^    nccl|^    shm' "$log" | head -2 | sed 's/^ *//' | paste -sd';' -)
+    say "calibrate: ${groups:-no collectives (one GPU)}"
   fi
   return "$rc"
 }
