@@ -115,12 +115,13 @@ std::string JoinNames(const std::vector<const GroupPeers::Peer*>& peers) {
 // on other hosts ("peer on another host: rank 2 (host node2)"), whose state this host cannot
 // see. "" when nothing is known. A killed peer's sockets close before the kernel marks it
 // exited, so a backend can report the closed connection a moment before the process looks
-// gone: look for up to 100 ms.
+// gone: look for up to 1 s (on a loaded host an exiting process can take longer than 100 ms to
+// be marked gone). Only a failed collective waits here.
 std::string DescribePeers(const GroupPeers& group, const std::vector<int>& waiting = {}) {
   std::vector<const GroupPeers::Peer*> local, remote;
   for (const GroupPeers::Peer& p : group.peers) (p.pid > 0 ? local : remote).push_back(&p);
   std::vector<const GroupPeers::Peer*> gone;
-  for (int attempt = 0; attempt < 10 && gone.empty() && !local.empty(); ++attempt) {
+  for (int attempt = 0; attempt < 100 && gone.empty() && !local.empty(); ++attempt) {
     if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     for (const GroupPeers::Peer* p : local) {
       if (ProcessGone(p->pid)) gone.push_back(p);
