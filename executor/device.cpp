@@ -62,12 +62,8 @@ int VisibleGpus() {
 #ifdef WEFT_WITH_CUDA
 namespace {
 // LibTorch's copy of the device's properties (libtorch_cuda, which weft links; the CUDA runtime
-// itself is only its dependency).
-const cudaDeviceProp& PropertiesOf(c10::Device device) {
-  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device.index());
-  if (prop == nullptr) throw std::runtime_error("cannot read the properties of CUDA device " + std::to_string(device.index()));
-  return *prop;
-}
+// itself is only its dependency). It throws c10::Error for a device that is not there.
+const cudaDeviceProp& PropertiesOf(c10::Device device) { return *at::cuda::getDeviceProperties(device.index()); }
 }  // namespace
 #endif
 

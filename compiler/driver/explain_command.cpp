@@ -177,11 +177,12 @@ void Explain(const plan::ExecutionPlan& p, const model::ModelGraph& graph, std::
     std::vector<std::string> slices;
     for (const plan::ProgramEdit& e : p.program->edits) {
       if (e.kind != plan::ProgramEdit::Kind::kSplit || e.node.empty()) continue;
+      const std::string module = e.module.empty() ? std::string("the root") : "`" + e.module + "`";
+      const std::string why = e.group == plan::kTpAxis ? "as colwise " + module + " shards its heads"
+                                                       : "as the split of " + module;
       slices.push_back("`" + e.value + "` d" + std::to_string(e.dim) + " for node `" + e.node + "`" +
                        (e.scope.empty() ? std::string(" at the root") : " in `" + e.scope + "`") + " (" + e.group +
-                       (e.group == plan::kTpAxis ? ", as colwise " : ", as the split of ") +
-                       (e.module.empty() ? std::string("the root") : "`" + e.module + "`") +
-                       (e.group == plan::kTpAxis ? " shards its heads)" : ")"));
+                       ", " + why + ")");
     }
     if (!slices.empty()) {
       out << "whole values sliced where they meet a shard (each rank takes its part, no communication): "
