@@ -1,6 +1,7 @@
 #include "compiler/program/local_sizes.h"
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -17,6 +18,9 @@ using Kind = plan::ProgramEdit::Kind;
 
 // One full length a shard was split from, and the edit (the plan rule) that split it.
 using FullLengths = std::map<std::string, size_t>;  // canonical expression -> edit index
+// Shards share their sets: a deep program's values carry up to a hundred lengths each, and most
+// nodes yield the very set they read (copying it per value made `weft suggest` minutes long).
+using SharedLengths = std::shared_ptr<const FullLengths>;
 
 class Canonical {
  public:
@@ -134,10 +138,12 @@ class LocalSizes {
       if (length.empty()) continue;  // a constant length: no symbolic size derives from it
       all_lengths_.emplace(length, i);
       if (!e.after_producer && !(e.scope.empty() && e.node.empty() && graph_inputs.count(e.value))) {
-        scoped_.push_back({e.value, e.scope, length, i, e.node});
+        scoped_[e.value].push_back({e.value, e.scope, length, i, e.node});
         Remember(e.value, FullLengths{{length, i}}, e.scope, -1);
       } else if (graph_inputs.count(e.value)) {
-        shard_[e.value].emplace(length, i);
+        auto merged = std::make_shared<FullLengths>(shard_.count(e.value) ? *shard_[e.value] : FullLengths{});
+        merged->emplace(length, i);
+        shard_[e.value] = std::move(merged);
         Remember(e.value, FullLengths{{length, i}}, "", -1);
       } else {
         split_after_[e.value].emplace(length, i);
@@ -156,13 +162,37 @@ class LocalSizes {
   }
 
   // The full lengths that input `t` of node `n` is a shard of.
-  FullLengths ShardOf(const Node& n, const std::string& t) {
-    FullLengths of;
+  static const SharedLengths& NoLengths() {
+    static const SharedLengths kNone = std::make_shared<const FullLengths>();
+    return kNone;
+  }
+
+  SharedLengths ShardOf(const Node& n, const std::string& t) {
+    SharedLengths of = NoLengths();
     if (auto it = shard_.find(t); it != shard_.end()) of = it->second;
-    for (const Scoped& s : scoped_) {
-      if (s.value == t && NodeInModule(p_, n, s.scope) && (s.node.empty() || s.node == n.name)) of.emplace(s.length, s.edit);
+    if (auto it = scoped_.find(t); it != scoped_.end()) {
+      std::shared_ptr<FullLengths> with;
+      for (const Scoped& s : it->second) {
+        if (!NodeInModule(p_, n, s.scope) || !(s.node.empty() || s.node == n.name)) continue;
+        if (with == nullptr) with = std::make_shared<FullLengths>(*of);
+        with->emplace(s.length, s.edit);
+      }
+      if (with != nullptr) of = std::move(with);
     }
     return of;
+  }
+
+  // The lengths of both, `a`'s edit kept for a length in both; shared, not copied, when one holds
+  // the other.
+  static SharedLengths Union(const SharedLengths& a, const SharedLengths& b) {
+    if (b->empty() || a == b) return a;
+    if (a->empty()) return b;
+    bool within = true;
+    for (const auto& [length, edit] : *b) within = within && a->count(length) > 0;
+    if (within) return a;
+    auto both = std::make_shared<FullLengths>(*a);
+    both->insert(b->begin(), b->end());
+    return both;
   }
 
   // The length of `lengths` that `size` is, with its sign: a length, or its negation (a slice's
@@ -246,7 +276,7 @@ class LocalSizes {
     if (of.empty()) return false;
     Localize(at->second, of, {});
     localized_.insert(t);
-    shard_[t] = of;
+    shard_[t] = std::make_shared<const FullLengths>(std::move(of));
     return true;
   }
 
@@ -258,7 +288,7 @@ class LocalSizes {
   std::vector<size_t> DimsSizedOffAShard(const Node& n) {
     std::vector<size_t> dims;
     for (const NamedArgument& in : n.inputs) {
-      if (in.name == "self" && in.arg.kind == Argument::Kind::kTensor && !ShardOf(n, in.arg.name).empty()) return {};
+      if (in.name == "self" && in.arg.kind == Argument::Kind::kTensor && !ShardOf(n, in.arg.name)->empty()) return {};
     }
     for (const NamedArgument& in : n.inputs) {
       if (in.name != "size" && in.name != "repeats") continue;
@@ -270,7 +300,7 @@ class LocalSizes {
         const Node& sz = p_.nodes[produced->second];
         if (sz.target != "torch.ops.aten.sym_size.int") continue;
         for (const NamedArgument& a : sz.inputs) {
-          if (a.name == "self" && a.arg.kind == Argument::Kind::kTensor && !ShardOf(sz, a.arg.name).empty()) {
+          if (a.name == "self" && a.arg.kind == Argument::Kind::kTensor && !ShardOf(sz, a.arg.name)->empty()) {
             dims.push_back(i);
           }
         }
@@ -295,71 +325,82 @@ class LocalSizes {
           if (it != all_lengths_.end()) of.insert(*it);
         }
         if (!of.empty()) {
-          shard_[outs[0]] = of;
+          shard_[outs[0]] = std::make_shared<const FullLengths>(std::move(of));
           return;
         }
       }
     }
     // The full lengths this node's inputs are shards of, and where each is available locally:
     // an input's dim whose (full) size is that length.
-    FullLengths lengths;
+    SharedLengths lengths = NoLengths();
     std::map<std::string, std::pair<std::string, int64_t>> local;
     std::vector<std::string> full_inputs;
     for (const NamedArgument& in : n.inputs) {
       for (const std::string& t : in.arg.TensorNames()) {
-        const FullLengths of = ShardOf(n, t);
-        if (of.empty()) {
+        const SharedLengths of = ShardOf(n, t);
+        if (of->empty()) {
           full_inputs.push_back(t);
           continue;
         }
-        lengths.insert(of.begin(), of.end());
+        lengths = Union(lengths, of);
         if (const TensorMeta* meta = p_.FindTensor(t)) {
           for (size_t d = 0; d < meta->sizes.size(); ++d) {
             const std::string& length = canonical_.Of(meta->sizes[d]);
-            if (of.count(length)) local.emplace(length, std::make_pair(t, static_cast<int64_t>(d)));
+            if (of->count(length)) local.emplace(length, std::make_pair(t, static_cast<int64_t>(d)));
           }
         }
       }
     }
     if (auto site = attention_.find(n.name); site != attention_.end()) CheckAttentionKeys(n, site->second);
     TrackFullSizes(n);
-    if (!lengths.empty()) CheckDerivedFullSizes(n, lengths);
-    if (!lengths.empty()) {
-      const FullLengths carried = lengths;
+    if (!lengths->empty()) CheckDerivedFullSizes(n, *lengths);
+    if (!lengths->empty()) {
+      const SharedLengths carried = lengths;
       for (const std::string& t : full_inputs) {
-        if (LocalizeFactory(t, carried)) lengths.insert(shard_[t].begin(), shard_[t].end());
+        if (LocalizeFactory(t, *carried)) lengths = Union(lengths, shard_[t]);
       }
-      SplitWholeOperands(index, carried, full_inputs);
-      Localize(index, lengths, local);
+      SplitWholeOperands(index, *carried, full_inputs);
+      Localize(index, *lengths, local);
       if (auto site = attention_.find(n.name); site != attention_.end() && !local_attention_.count(site->second)) {
         SplitMask(index, site->second);
       }
     }
     // What the node yields: shards of the same full lengths, and of the lengths of its outputs
     // that derive from them (a flatten's S*H of a split S); none after a gather.
+    // (The symbols of the carried lengths, gathered only for an output with a size they may derive.)
     std::set<std::string> symbols;
-    for (const auto& [length, edit] : lengths) {
-      for (const std::string& s : SymbolsOf(length)) symbols.insert(s);
-    }
+    bool symbols_known = false;
     for (const Argument& o : n.outputs) {
       for (const std::string& v : o.TensorNames()) {
-        FullLengths out = lengths;
-        if (auto it = split_after_.find(v); it != split_after_.end()) out.insert(it->second.begin(), it->second.end());
-        if (gathered_.count(v)) out.clear();
-        if (out.empty()) continue;
-        if (const TensorMeta* meta = p_.FindTensor(v); meta != nullptr && !symbols.empty()) {
+        if (gathered_.count(v)) continue;
+        SharedLengths out = lengths;
+        if (auto it = split_after_.find(v); it != split_after_.end()) {
+          out = Union(out, std::make_shared<const FullLengths>(it->second));
+        }
+        if (out->empty()) continue;
+        std::shared_ptr<FullLengths> derived;  // `out` and the lengths derived from it, once one is
+        if (const TensorMeta* meta = p_.FindTensor(v); meta != nullptr) {
           for (const SymInt& size : meta->sizes) {
             const std::string& length = canonical_.Of(size);
-            if (length.empty() || out.count(length)) continue;
+            if (length.empty() || out->count(length) || (derived != nullptr && derived->count(length))) continue;
+            if (!symbols_known) {
+              for (const auto& [carried, edit] : *lengths) {
+                for (const std::string& s : SymbolsOf(carried)) symbols.insert(s);
+              }
+              symbols_known = true;
+            }
+            if (symbols.empty()) break;
             for (const std::string& s : SymbolsOf(length)) {
               if (symbols.count(s)) {
-                out.emplace(length, out.begin()->second);
+                if (derived == nullptr) derived = std::make_shared<FullLengths>(*out);
+                derived->emplace(length, out->begin()->second);
                 break;
               }
             }
           }
         }
-        Remember(v, out, "", static_cast<int64_t>(index));
+        if (derived != nullptr) out = std::move(derived);
+        Remember(v, *out, "", static_cast<int64_t>(index));
         shard_[v] = std::move(out);
       }
     }
@@ -408,7 +449,7 @@ class LocalSizes {
       e.module = origin.module;
       e.origin = origin.origin;
       added_.push_back(std::move(e));
-      scoped_.push_back({t, ModuleOf(p_, n), canonical_.Of(meta->sizes[static_cast<size_t>(dim)]), split, n.name});
+      scoped_[t].push_back({t, ModuleOf(p_, n), canonical_.Of(meta->sizes[static_cast<size_t>(dim)]), split, n.name});
     }
   }
 
@@ -423,7 +464,7 @@ class LocalSizes {
         if (in.name == "self" && in.arg.kind == Argument::Kind::kTensor) self = in.arg.name;
         if (in.name == "dim" && in.arg.kind == Argument::Kind::kInt) dim = in.arg.i;
       }
-      if (self.empty() || !ShardOf(n, self).empty()) return;
+      if (self.empty() || !ShardOf(n, self)->empty()) return;
       const std::string length = FullLength(self, dim);
       if (length.empty() || all_lengths_.count(length) == 0) return;
       for (const std::string& o : SymIntOutputs(n)) full_syms_[o] = {self, length};
@@ -491,7 +532,7 @@ class LocalSizes {
     }
     if (key.empty()) return;
     // Split keys: a shard whose sequence dim (the operator's (B, H, S, D)) is a split length.
-    const FullLengths of = ShardOf(n, key);
+    const FullLengths& of = *ShardOf(n, key);
     const TensorMeta* meta = p_.FindTensor(key);
     if (meta != nullptr && meta->sizes.size() == 4 && of.count(canonical_.Of(meta->sizes[2]))) return;
     const plan::ProgramEdit& e = edits_.edits[site];
@@ -555,7 +596,7 @@ class LocalSizes {
     };
     // Along the heads it may only be expanded (HunyuanVideo's refiner repeats its mask per head):
     // the runtime checks by value that every head holds the same mask and applies one.
-    for (const auto& [length, edit] : ShardOf(n, mask)) {
+    for (const auto& [length, edit] : *ShardOf(n, mask)) {
       if (edits_.edits[edit].group == plan::kCpGroup) {
         throw refuse("but it is split (along " + length + "): each rank takes its rows and columns from the whole mask, "
                      "so it must reach the attention whole -- leave its source unsplit");
@@ -618,7 +659,7 @@ class LocalSizes {
     }
     // A mask already split with its keys needs no split here; one that is only a shard of the
     // guidance branches (the batch, over cfg) still holds every key.
-    for (const auto& [length, edit] : ShardOf(n, mask)) {
+    for (const auto& [length, edit] : *ShardOf(n, mask)) {
       if (edits_.edits[edit].group == plan::kCpGroup) return;
     }
     const TensorMeta* meta = p_.FindTensor(mask);
@@ -741,8 +782,8 @@ class LocalSizes {
   const std::string where_;
   Canonical canonical_;
   std::unordered_map<std::string, std::vector<std::string>> symbols_of_;
-  std::vector<Scoped> scoped_;
-  std::unordered_map<std::string, FullLengths> shard_;  // value -> the full lengths it is a shard of
+  std::unordered_map<std::string, std::vector<Scoped>> scoped_;  // by the value they split
+  std::unordered_map<std::string, SharedLengths> shard_;  // value -> the full lengths it is a shard of
   std::unordered_map<std::string, FullLengths> split_after_;
   FullLengths all_lengths_;
   std::set<std::string> gathered_;
