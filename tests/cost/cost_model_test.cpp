@@ -480,5 +480,39 @@ TEST(PredictFromGraph, MeshSearchOnAGraphRanksTheMeshes) {
   EXPECT_EQ(all[0].mesh_arg, "ulysses=8");
 }
 
+// On two 8-GPU H100 nodes (the published profile's nccl-net lines: 400 Gb/s InfiniBand per GPU
+// against NVLink's 370 GB/s), Flux.1-dev 1024^2 keeps Ulysses inside a node and runs the ring
+// across the two -- the layout peers run on 2 x 8 GPUs (U8 x R2, demand-and-numbers.md); the same
+// mesh with Ulysses across the nodes is priced on the network and ranks below it.
+TEST(PredictFromGraph, TwoNodesKeepUlyssesInsideANodeAndTheRingAcross) {
+  model::GraphReadResult read = model::ReadGraphFile(kRoot + "/graphs/flux1-dev.graph.json");
+  ASSERT_TRUE(read.graph);
+  Compiled& c = FluxPlan();
+  SearchRequest r;
+  r.ast = &*c.ast;
+  r.sources = &c.sources;
+  r.plan_file = kPlan;
+  r.graph = &*read.graph;
+  r.nproc = 16;
+  r.activation_bytes = 2;
+  r.predict.ranks_per_host = 8;
+  r.machine = ReadMachineProfile(kRoot + "/tools/machine_profiles/h100-sxm.json", "", nullptr);
+  const std::vector<Candidate> all = SearchMeshes(r);
+  ASSERT_FALSE(all.empty());
+  ASSERT_TRUE(all[0].prediction);
+  EXPECT_EQ(all[0].mesh_arg, "ring=2,ulysses=8");
+  EXPECT_NE(std::find(all[0].prediction->notes.begin(), all[0].prediction->notes.end(),
+                      "the ring groups span hosts (8 ranks per host): priced on nccl-net"),
+            all[0].prediction->notes.end());
+  double ulysses_across = -1;
+  for (const Candidate& x : all) {
+    if (x.mesh_arg.rfind("ulysses=8,ring=2,", 0) == 0 && x.prediction && x.mesh.rotate_method == all[0].mesh.rotate_method) {
+      ulysses_across = x.prediction->comm_s;
+    }
+  }
+  ASSERT_GT(ulysses_across, 0);
+  EXPECT_GT(ulysses_across, 1.5 * all[0].prediction->comm_s);
+}
+
 }  // namespace
 }  // namespace weft::cost
