@@ -132,6 +132,13 @@ void EditArgument(Program& p, Node& n, const plan::ProgramEdit& e, size_t index,
                        "`, which that node cannot see");
   }
   SymIntRef& ref = arg->arg.sym_ints[single ? 0 : static_cast<size_t>(e.element)];
+  // A repeat count made local changes the output's length, which repeat_interleave checks
+  // against its `output_size` hint (the full one): the hint goes; the op needs none.
+  if (n.target == "torch.ops.aten.repeat_interleave.self_int" && e.argument == "repeats") {
+    for (NamedArgument& in : n.inputs) {
+      if (in.name == "output_size") in.arg = Argument{};
+    }
+  }
   Node size;
   size.name = e.value + "@" + std::to_string(index) + ".size";
   size.target = "torch.ops.aten.sym_size.int";

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "compiler/program/archive.h"
+#include "compiler/program/equal_sizes.h"
 #include "compiler/program/expr.h"
 #include "compiler/program/plan_edit_error.h"
 #include "compiler/program/shard_flow.h"
@@ -24,24 +25,64 @@ using SharedLengths = std::shared_ptr<const FullLengths>;
 
 class Canonical {
  public:
-  // The expression in one spelling (sympy's srepr may carry assumptions in either order);
-  // "" for a constant size or an expression weft cannot read.
+  explicit Canonical(const Program& p) : equal_(EqualSymbolsFromGuards(p)) {}
+
+  // The expression in one spelling (sympy's srepr may carry assumptions in either order; sizes
+  // the guards make equal spelled alike, equal_sizes.h); "" for a constant size or an expression
+  // weft cannot read. Two spellings of one function of the sizes -- the export computes Latte's
+  // `batch * (batch' * tokens // batch)` in a later block where the first computed `batch *
+  // tokens`, batch' being batch by a guard -- are one length: expressions that agree at every one
+  // of kPoints sample sizes (each symbol a pseudo-random size from 2 to 199, symbols the guards
+  // make equal the same) take the spelling seen first.
   const std::string& Of(const SymInt& s) {
     static const std::string kNone;
     if (!s.symbolic || s.expr.empty()) return kNone;
     auto it = cache_.find(s.expr);
     if (it != cache_.end()) return it->second;
     std::string text;
+    std::string values;
     try {
-      text = Expr::Parse(s.expr).Infix();
+      const Expr e = Expr::Parse(s.expr);
+      text = SpellEqualSizesAlike(e.Infix(), equal_);
+      values = Sampled(e);
     } catch (const ExprError&) {
       text = s.expr;
     }
+    if (!values.empty()) text = by_values_.emplace(values, text).first->second;
     return cache_.emplace(s.expr, text).first->second;
   }
 
  private:
+  static constexpr int kPoints = 24;
+
+  // The expression's values at the sample sizes as one key; "" where it cannot be evaluated there
+  // (a float, an overflow, an unbacked size).
+  std::string Sampled(const Expr& e) const {
+    std::string key;
+    for (int point = 0; point < kPoints; ++point) {
+      ExprEnv env;
+      env.symbol = [&](const std::string& name) -> std::optional<int64_t> {
+        if (IsUnbackedSymbol(name)) return std::nullopt;
+        auto eq = equal_.find(name);
+        const std::string& root = eq == equal_.end() ? name : eq->second;
+        uint64_t h = std::hash<std::string>{}(root) ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(point + 1));
+        h ^= h >> 31;
+        h *= 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 29;
+        return static_cast<int64_t>(2 + h % 198);
+      };
+      try {
+        key += std::to_string(e.Evaluate(env)) + ",";
+      } catch (const ExprError&) {
+        return "";
+      }
+    }
+    return key;
+  }
+
+  std::unordered_map<std::string, std::string> equal_;
   std::unordered_map<std::string, std::string> cache_;
+  std::unordered_map<std::string, std::string> by_values_;  // sampled values -> the spelling seen first
 };
 
 }  // namespace
@@ -75,7 +116,7 @@ namespace {
 class LocalSizes {
  public:
   LocalSizes(const Program& p, plan::ProgramEdits& edits)
-      : p_(p), edits_(edits), where_(p.Where()) {}
+      : p_(p), edits_(edits), where_(p.Where()), canonical_(p) {}
 
   void Run() {
     Collect();
@@ -309,6 +350,40 @@ class LocalSizes {
     return dims;
   }
 
+  // A whole tensor's rows each repeated a split's full length of times (Latte's timestep embedding
+  // per token: `repeat_interleave(emb, tokens, dim=0)`): built at the local length instead, every
+  // copy being the same, so a shard of that length from here (shard_flow.cpp follows it). The
+  // count becomes local as any full length a node on shards takes (Localize).
+  SharedLengths RepeatedFullLength(const Node& n) {
+    if (n.target != "torch.ops.aten.repeat_interleave.self_int") return NoLengths();
+    std::string self;
+    const SymIntRef* repeats = nullptr;
+    for (const NamedArgument& in : n.inputs) {
+      if (in.name == "self" && in.arg.kind == Argument::Kind::kTensor) self = in.arg.name;
+      if (in.name == "repeats" && in.arg.kind == Argument::Kind::kSymInt && !in.arg.sym_ints.empty()) {
+        repeats = &in.arg.sym_ints[0];
+      }
+    }
+    if (self.empty() || repeats == nullptr || !repeats->is_name || !ShardOf(n, self)->empty()) return NoLengths();
+    auto value = p_.sym_int_values.find(repeats->name);
+    if (value == p_.sym_int_values.end()) return NoLengths();
+    auto split = all_lengths_.find(canonical_.Of(value->second));
+    if (split == all_lengths_.end()) return NoLengths();
+    // Only inside the split's reach: a split for the uses inside a module (around one attention)
+    // leaves copies made elsewhere whole.
+    const plan::ProgramEdit& origin = edits_.edits[split->second];
+    if (!origin.after_producer && !NodeInModule(p_, n, origin.scope)) return NoLengths();
+    // Only after a shard of that length exists to read the local count off; before the split the
+    // copies stay whole.
+    const size_t index = &n - p_.nodes.data();
+    bool readable = false;
+    for (const Source& source : seen_[split->first]) {
+      readable = readable || (source.position < static_cast<int64_t>(index) && NodeInModule(p_, n, source.scope));
+    }
+    if (!readable) return NoLengths();
+    return std::make_shared<const FullLengths>(FullLengths{*split});
+  }
+
   void Visit(size_t index) {
     const Node& n = p_.nodes[index];
     // A whole tensor copied to a size read off a shard is a shard where it is made, along the dims
@@ -332,7 +407,7 @@ class LocalSizes {
     }
     // The full lengths this node's inputs are shards of, and where each is available locally:
     // an input's dim whose (full) size is that length.
-    SharedLengths lengths = NoLengths();
+    SharedLengths lengths = RepeatedFullLength(n);
     std::map<std::string, std::pair<std::string, int64_t>> local;
     std::vector<std::string> full_inputs;
     for (const NamedArgument& in : n.inputs) {

@@ -20,6 +20,11 @@
 // computed from a full length read off a whole tensor (`2 * sym_size(w, 0)` with w whole) that a
 // node on shards takes: only the length itself can be made local.
 //
+// Lengths are compared as text in one spelling: symbols the guards make equal spelled alike and
+// spellings of one function of the sizes taken as one (compiler/program/equal_sizes.h). A whole
+// tensor's rows repeated a split's full length of times (`repeat_interleave(emb, tokens)`), inside
+// the split's reach, is built at the local count: its `repeats` made local, a shard from there.
+//
 // A whole tensor that an elementwise node combines with a shard, along a dim whose size is the
 // shard's full length and a split length (a RoPE table built from every position, a residual of
 // a stream split later, a timestep embedding left whole under cfg), is sliced for that node's

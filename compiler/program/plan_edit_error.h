@@ -24,7 +24,7 @@ enum class EditCheck : uint8_t {
   kProgramLacksValue,         // the plan names a module call, argument, output, attention or parameter
                               // the program lacks
   kFullLengthWithoutShard,    // a node on shards needs a split's full length that no shard carries
-  kCpAttentionOverWholeKeys,  // context-parallel attention whose keys no split reaches
+  kCpAttentionOverWholeKeys,  // context-parallel attention whose keys no split reaches along their sequence
   kMaskNotLaidOutWithKeys,    // a context-parallel attention's mask laid out otherwise than its keys
   kTpReducesShardedDim,       // a reduction, softmax, norm, merge, slice or split across a tp-sharded dim
   kTpColwiseEscapes,          // a colwise output reaching a whole Linear or mixed with a whole tensor

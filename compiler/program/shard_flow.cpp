@@ -223,9 +223,11 @@ class ShardFlow {
         gathers_[e.value] = {rule(e), e.dim};
       } else if (e.kind == Kind::kAttention && axis_ == Axis::kCp) {
         attention_.insert(e.node);
+        attention_origin_[e.node] = e.origin;
       } else if (e.kind == Kind::kArgument && !e.value.empty()) {
         // A factory's size list element is its output dim; arange's single length is dim 0.
         factory_dims_[e.node].push_back({std::max<int64_t>(e.element, 0), rule(e)});
+        if (e.argument == "repeats") local_repeats_[e.node] = rules_.size() - 1;
       }
     }
   }
@@ -237,6 +239,7 @@ class ShardFlow {
   // (AuraFlow's register tokens `repeat(batch, 1, 1)` under cfg): every copy is the same, so the
   // local number of copies is this rank's part.
   void LocalLengthFactory(const Node& n) {
+    if (OneOf(n.target, {"repeat_interleave.self_int"})) return RepeatedToLocalLength(n);
     if (local_lengths_.empty()) return;
     const bool copies = OneOf(n.target, {"repeat.default", "expand.default"});
     if (!IsFactory(n.target) && !copies &&
@@ -272,6 +275,32 @@ class ShardFlow {
         return SetLike(outs[0], a.name == "end" ? 0 : static_cast<int64_t>(i), split);
       }
     }
+  }
+
+  // A whole tensor whose rows are each repeated a split's full length of times (Latte's timestep
+  // embedding per token, `repeat_interleave(emb, tokens, dim=0)`, meeting tokens merged into the
+  // batch): local_sizes.h makes the count the local length, so each row's run holds this rank's
+  // part of that split -- every copy is the same -- laid out as the merged split dim is, one block
+  // per row (MergeWithDimsBefore).
+  void RepeatedToLocalLength(const Node& n) {
+    auto it = local_repeats_.find(n.name);
+    if (it == local_repeats_.end()) return;
+    const std::string self = TensorArg(n, "self");
+    const std::vector<std::string> outs = Outputs(n);
+    if (self.empty() || outs.empty() || Find(self) != nullptr) return;  // a shard's rows: Visit follows it
+    const std::optional<int64_t> dim = IntArg(n, "dim");
+    const std::vector<int64_t> in = Sizes(self), out = Sizes(outs[0]);
+    Sharding made;
+    made.rule = it->second;
+    if (!dim || in.empty() || out.size() != in.size()) {
+      Refuse(EditCheck::kTpUnsupportedOperator, n, self, made, "it repeats a whole tensor's elements, flattened, a split's length of times");
+    }
+    const int64_t d = Norm(*dim, static_cast<int64_t>(in.size()));
+    const int64_t rows = in[static_cast<size_t>(d)];
+    if (rows <= 0 || out[static_cast<size_t>(d)] % rows != 0) {
+      Refuse(EditCheck::kTpUnsupportedOperator, n, self, made, "the program records sizes that do not line up with its repeats");
+    }
+    Set(outs[0], d, std::vector<int64_t>(static_cast<size_t>(rows), out[static_cast<size_t>(d)] / rows), it->second);
   }
 
   // A whole tensor viewed at a split's local length (Kandinsky5's text RoPE: a table of every
@@ -1185,9 +1214,16 @@ class ShardFlow {
     int64_t prefix = 1;
     size_t j = 0;
     while (j < b.size() && prefix * b[j] <= before) prefix *= b[j++];
-    if (j == b.size() || prefix != before) Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it merges the sharded dim with the dim before it");
+    if (j == b.size()) Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "the sizes do not line up with the sharded dim");
+    if (prefix != before) return MergeWithDimsBefore(n, value, s, a, b, j, prefix);
     const int64_t reach = prefix * b[j];
     std::vector<int64_t> blocks = s.blocks;
+    if (reach < through && !Tp() && UnmergesBlocks(s, b, j)) {
+      // The dim a merge made (below) parted again into (blocks, block length): the split is along
+      // the block length, one block (Latte's (batch, tokens, ...) back from (batch x tokens, ...)).
+      LocalSizeOfSplitDim(n, a, j + 1, value, s, {s.blocks[0]});
+      return Set(out, static_cast<int64_t>(j + 1), {s.blocks[0]}, s.rule);
+    }
     if (reach < through) {  // split: the sharded dim becomes b[j] outer parts (the heads)
       const int64_t inner = through / reach;
       for (int64_t& block : blocks) {
@@ -1218,9 +1254,58 @@ class ShardFlow {
         if (v > 0) EditInt(n, name, element, v / tp_, s.rule);
       }
     }
-    if (!Tp() && n.target != "torch.ops.aten.flatten.using_ints") FullSizeOfSplitDim(n, name, unflatten, a.size(), j, value, s, blocks);
+    if (!Tp()) LocalSizeOfSplitDim(n, a, j, value, s, blocks);
     if (blocks == s.blocks) return SetLike(out, static_cast<int64_t>(j), s);  // the sharded dim kept as it is
     Set(out, static_cast<int64_t>(j), blocks, s.rule);
+  }
+
+  // A context-parallel split dim merged with the dims before it (Latte's (batch, tokens, frames, C)
+  // viewed as (batch x tokens, frames, C) for its temporal attention): the merged dim holds, for
+  // each index of the dims before, one run of the split dim -- each rank its part of every run,
+  // which is the block layout a sharding already has, the blocks repeated once per outer index.
+  // Attention and row-wise operators then run on each rank's rows as they are; a reshape that
+  // parts the dim again (UnmergesBlocks) brings the split back. Under tensor parallelism, or where
+  // the output dim does not start at an input dim, refused as before.
+  void MergeWithDimsBefore(const Node& n, const std::string& value, const Sharding& s, const std::vector<int64_t>& a,
+                           const std::vector<int64_t>& b, size_t j, int64_t prefix) {
+    auto refuse = [&] { Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it merges the sharded dim with the dim before it"); };
+    if (Tp() || s.HasWhole()) refuse();
+    int64_t start = 1;  // the product of the input dims before the first one merged
+    int64_t m = 0;
+    while (m < s.dim && start < prefix) start *= a[static_cast<size_t>(m++)];
+    if (start != prefix) refuse();
+    int64_t outer = 1;
+    for (int64_t d = m; d < s.dim; ++d) outer *= a[static_cast<size_t>(d)];
+    const int64_t through = prefix * outer * a[static_cast<size_t>(s.dim)];
+    const int64_t reach = prefix * b[j];
+    if (outer <= 1 || reach < through || reach % through != 0) refuse();
+    std::vector<int64_t> blocks;
+    blocks.reserve(s.blocks.size() * static_cast<size_t>(outer));
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t block : s.blocks) blocks.push_back(block * (reach / through));
+    }
+    LocalSizeOfSplitDim(n, a, j, value, s, blocks);
+    const std::vector<std::string> outs = Outputs(n);
+    if (!outs.empty()) Set(outs[0], static_cast<int64_t>(j), std::move(blocks), s.rule);
+  }
+
+  // True when a reshape parts the sharded dim into (its blocks, one block's length) at output dims
+  // `j`, `j + 1`: every block as long, one per index of dim `j`.
+  static bool UnmergesBlocks(const Sharding& s, const std::vector<int64_t>& b, size_t j) {
+    if (s.blocks.size() < 2 || s.HasWhole() || j + 1 >= b.size()) return false;
+    for (int64_t block : s.blocks) {
+      if (block != s.blocks[0]) return false;
+    }
+    return b[j] == static_cast<int64_t>(s.blocks.size()) && b[j + 1] == s.blocks[0];
+  }
+
+  // A view's size given to the split dim at output dim `j` must be the local one (flatten gives none).
+  void LocalSizeOfSplitDim(const Node& n, const std::vector<int64_t>& a, size_t j, const std::string& value,
+                           const Sharding& s, const std::vector<int64_t>& out_blocks) {
+    if (n.target == "torch.ops.aten.flatten.using_ints") return;
+    const bool unflatten = n.target == "torch.ops.aten.unflatten.int";
+    const char* name = unflatten ? "sizes" : n.target == "torch.ops.aten.reshape.default" ? "shape" : "size";
+    FullSizeOfSplitDim(n, name, unflatten, a.size(), j, value, s, out_blocks);
   }
 
   // The size a view gives the split dim (output dim `j`) must be the local one: -1, a size read
@@ -1245,7 +1330,13 @@ class ShardFlow {
     } else if ((arg->kind == AK::kSymInts || arg->kind == AK::kSymInt) && element < static_cast<int64_t>(arg->sym_ints.size())) {
       const SymIntRef& r = arg->sym_ints[static_cast<size_t>(element)];
       if (!r.is_name && r.value != -1) constant = r.value;
-      if (r.is_name && user_syms_.count(r.name)) full = "the forward argument `" + r.name + "`";
+      if (r.is_name && user_syms_.count(r.name)) {
+        full = "the forward argument `" + r.name + "`";
+      } else if (r.is_name && local_syms_.count(r.name) == 0) {
+        // Neither read off a shard nor made local (local_sizes.h): a size the whole tensors give,
+        // which would regroup rows across the split or fail at run time.
+        full = "`" + r.name + "`, a size read off no shard";
+      }
     }
     if (constant) {
       // The full length of constant-length blocks: local off a shard that holds them.
@@ -1504,6 +1595,7 @@ class ShardFlow {
       Refuse(EditCheck::kMaskNotLaidOutWithKeys, n, mask, *sm,
              "its mask is split along the queries; context-parallel attention takes a mask over the keys only");
     }
+    if (sq != nullptr && sq->dim == 0) return AttentionOnSplitBatch(n, mask);
     for (const auto& [name, s] : {std::pair{q, sq}, std::pair{k, sk}, std::pair{v, sv}}) {
       if (s != nullptr && s->dim != 2) {
         Refuse(EditCheck::kTpReducesShardedDim, n, name, *s, "attention mixes along the split dim (not its sequence)");
@@ -1530,6 +1622,37 @@ class ShardFlow {
     // Whole keys and values: a local attention of this rank's queries is exact (cross-attention on
     // whole text).
     if (sq != nullptr) SetLike(Outputs(n)[0], 2, *sq);
+  }
+
+  // Attention whose batch rows hold the split (a split dim merged into the batch, MergeWithDimsBefore:
+  // Latte's temporal attention over the frames of each of this rank's tokens): every row attends
+  // only its own keys, so with Q, K, V (and a mask that varies along the batch) split alike a local
+  // attention on this rank's rows is exact. Run context-parallel it would exchange rows that attend
+  // apart: refused, as is any operand whole or split otherwise.
+  void AttentionOnSplitBatch(const Node& n, const std::string& mask) {
+    const std::string q = TensorArg(n, "query"), k = TensorArg(n, "key"), v = TensorArg(n, "value");
+    const Sharding& sq = *Find(q);
+    if (attention_.count(n.name) != 0) {
+      // Located at the attention's rule: it is the rule to change (weft suggest drops it).
+      const std::string module = ModuleOf(n);
+      throw PlanEditError(EditCheck::kCpAttentionOverWholeKeys, attention_origin_[n.name],
+                          where_ + ": the plan runs attention node `" + n.name + "` (module `" + module +
+                              "`) context-parallel, but its split runs along the batch: `" + q + "` is split along dim 0 in blocks " +
+                              List(sq.blocks) + From(sq) + ", each row attending its own keys; leave this attention local",
+                          n.name, module);
+    }
+    std::vector<std::string> operands = {k, v};
+    if (!mask.empty() && !StaticOne(mask, 0)) operands.push_back(mask);
+    for (const std::string& o : operands) {
+      const Sharding* so = Find(o);
+      if (so == nullptr || so->dim != 0 || !so->SameLayout(sq)) {
+        Refuse(EditCheck::kTpColwiseEscapes, n, q, sq,
+               "its queries are split along the batch, and `" + o + "` is " +
+                   (so == nullptr ? std::string("whole there") : "split otherwise"),
+               so == nullptr ? o : "", 0);
+      }
+    }
+    SetLike(Outputs(n)[0], 0, sq);
   }
 
   // Attention over a joint sequence with streams every rank holds whole: the runtime needs to find
@@ -1667,11 +1790,13 @@ class ShardFlow {
   std::map<std::string, Sharding> after_;             // splits right after a value's producer
   std::map<std::string, std::pair<size_t, int64_t>> gathers_;  // value -> its gather's rule, dim
   std::set<std::string> attention_;                   // nodes run context-parallel
+  std::map<std::string, plan::Origin> attention_origin_;  // ... and the attention rule of each
   // sym_size of a split dim -> the split value and its sharding
   std::unordered_map<std::string, std::pair<std::string, Sharding>> local_lengths_;
   std::unordered_set<std::string> local_syms_;  // sizes read off shards, and computed from them
   std::unordered_set<std::string> user_syms_;   // forward arguments that are ints (full sizes)
   std::map<std::string, std::vector<std::pair<int64_t, size_t>>> factory_dims_;  // node -> (dim, rule) made local
+  std::map<std::string, size_t> local_repeats_;  // repeat_interleave node whose count local_sizes.h made local -> rule
   // The first shard made of each list of constant-length blocks, and its dim (LocalConstant).
   std::map<std::vector<int64_t>, std::pair<std::string, int64_t>> constant_blocks_;
 };

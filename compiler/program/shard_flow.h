@@ -38,9 +38,17 @@
 // edit's whole_parts: the runtime attends whole keys once, not once per rank). Any other operator
 // reading it is refused by name.
 //
+// Under context parallelism a reshape may merge the split dim with the dims before it (Latte
+// folds its tokens into the batch of each temporal attention): the merged dim holds one run of the
+// split dim per outer index, which is the block layout, the blocks repeated; an attention over
+// such batch rows runs local, and a reshape parting the dim into (runs, run length) brings the
+// split back to the run length. A whole tensor's rows repeated the split's full length of times,
+// the count made local by local_sizes.h, is a shard of that layout where it is made.
+//
 // Anything else a sharding meets is refused (PlanEditError naming the node, its module and the
 // rule the sharding comes from): a reduction, softmax or norm over the sharded dim, a reshape
-// that merges it with the dim before it, a slice or split inside a block, a sharded tensor mixed
+// that merges it with the dim before it (under tensor parallelism, or not at an input dim's
+// bound), a view giving the split dim a size read off no shard, a slice or split inside a block, a sharded tensor mixed
 // with a whole one along it (unless local_sizes.h sliced the whole one for that node), attention over split keys that the plan leaves local, Q/K/V sharded
 // unalike over heads, a colwise output reaching a Linear whose weight is whole, a rowwise Linear
 // whose input is not sharded as its weight is, an operator the rewrite does not know, a sharded

@@ -459,21 +459,30 @@ TEST(PredictFromGraph, MatchesTheProgramsArithmeticAndCollectivesAndIsALowerBoun
   }
 }
 
-// --mesh auto on a graph: every mesh estimated from its module calls, ranked; Flux.1-dev at
-// 1024^2 on 8 H100s picks pure Ulysses, as the program-based search does (README).
-TEST(PredictFromGraph, MeshSearchOnAGraphRanksTheMeshes) {
-  model::GraphReadResult read = model::ReadGraphFile(kRoot + "/graphs/flux1-dev.graph.json");
-  ASSERT_TRUE(read.graph);
+// The mesh search for plans/flux.weft on Flux.1-dev's graph (1024^2, bf16) over `nproc` ranks of
+// the published H100 profile.
+SearchRequest FluxDevSearchOnH100(int nproc) {
+  static const model::ModelGraph graph = [] {
+    model::GraphReadResult read = model::ReadGraphFile(kRoot + "/graphs/flux1-dev.graph.json");
+    EXPECT_TRUE(read.graph);
+    return read.graph ? *read.graph : model::ModelGraph{};
+  }();
   Compiled& c = FluxPlan();
   SearchRequest r;
   r.ast = &*c.ast;
   r.sources = &c.sources;
   r.plan_file = kPlan;
-  r.graph = &*read.graph;
-  r.nproc = 8;
+  r.graph = &graph;
+  r.nproc = nproc;
   r.activation_bytes = 2;
   r.machine = ReadMachineProfile(kRoot + "/tools/machine_profiles/h100-sxm.json", "", nullptr);
-  const std::vector<Candidate> all = SearchMeshes(r);
+  return r;
+}
+
+// --mesh auto on a graph: every mesh estimated from its module calls, ranked; Flux.1-dev at
+// 1024^2 on 8 H100s picks pure Ulysses, as the program-based search does (README).
+TEST(PredictFromGraph, MeshSearchOnAGraphRanksTheMeshes) {
+  const std::vector<Candidate> all = SearchMeshes(FluxDevSearchOnH100(8));
   ASSERT_FALSE(all.empty());
   ASSERT_TRUE(all[0].prediction);
   EXPECT_TRUE(all[0].prediction->from_graph);
@@ -485,18 +494,8 @@ TEST(PredictFromGraph, MeshSearchOnAGraphRanksTheMeshes) {
 // across the two -- the layout peers run on 2 x 8 GPUs (U8 x R2, demand-and-numbers.md); the same
 // mesh with Ulysses across the nodes is priced on the network and ranks below it.
 TEST(PredictFromGraph, TwoNodesKeepUlyssesInsideANodeAndTheRingAcross) {
-  model::GraphReadResult read = model::ReadGraphFile(kRoot + "/graphs/flux1-dev.graph.json");
-  ASSERT_TRUE(read.graph);
-  Compiled& c = FluxPlan();
-  SearchRequest r;
-  r.ast = &*c.ast;
-  r.sources = &c.sources;
-  r.plan_file = kPlan;
-  r.graph = &*read.graph;
-  r.nproc = 16;
-  r.activation_bytes = 2;
+  SearchRequest r = FluxDevSearchOnH100(16);
   r.predict.ranks_per_host = 8;
-  r.machine = ReadMachineProfile(kRoot + "/tools/machine_profiles/h100-sxm.json", "", nullptr);
   const std::vector<Candidate> all = SearchMeshes(r);
   ASSERT_FALSE(all.empty());
   ASSERT_TRUE(all[0].prediction);

@@ -976,5 +976,113 @@ TEST(ShardFlow, AWholeStreamOfSplittableLengthIsRefusedAtTheCat) {
       "plan's rule for the root (rule at plan.weft:5:5)");
 }
 
+// A split dim merged into the batch (Latte's (batch, tokens, C) viewed as (batch x tokens, C) for
+// its temporal attention): the merged dim holds each batch row's run of tokens, each rank its part
+// of every run -- blocks [8, 8] -- so an attention over those rows runs local, and a reshape back
+// to (batch, tokens, C) brings the split back to the tokens, where the plan gathers it.
+TEST(ShardFlow, ASplitMergedIntoTheBatchRunsAttentionLocalAndPartsBack) {
+  auto build = [](bool whole_keys) {
+    Builder b(/*bare=*/true);
+    b.Input("x", {2, 8, 4}, InputSpec::Kind::kUserInput, "");
+    b.Input("k", {16, 1, 1, 4}, InputSpec::Kind::kUserInput, "");
+    b.Add("m", "reshape.default", {In("self", Tensor("x")), In("shape", Ints({-1, 4}))}, {16, 4});
+    b.Add("q", "view.default", {In("self", Tensor("m")), In("size", Ints({16, 1, 1, 4}))}, {16, 1, 1, 4});
+    b.Add("o", "scaled_dot_product_attention.default",
+          {In("query", Tensor("q")), In("key", Tensor(whole_keys ? "k" : "q")), In("value", Tensor(whole_keys ? "k" : "q"))},
+          {16, 1, 1, 4});
+    b.Add("r", "reshape.default", {In("self", Tensor("o")), In("shape", Ints({2, -1, 4}))}, {2, 8, 4});
+    b.Output("r");
+    return b;
+  };
+  plan::ProgramEdits edits = SplitX(1, 3);
+  edits.edits.push_back(GatherOf("r", 1, 3, 6));
+  Builder merged = build(false);
+  CheckSplitDataflow(Mesh(plan::kUlyssesAxis), merged.p, edits);  // passes: local attention, split back on dim 1
+
+  // Run context-parallel, it would exchange rows that attend apart: refused at the attention's rule.
+  plan::ProgramEdits cp = edits;
+  cp.edits.push_back(AttentionEditOfO(plan::AttentionMode::kUlysses));
+  ExpectRefused([&] { CheckSplitDataflow(Mesh(plan::kUlyssesAxis), merged.p, cp); }, EditCheck::kCpAttentionOverWholeKeys,
+                "program: the plan runs attention node `o` (module ``) context-parallel, but its split runs along the "
+                "batch: `q` is split along dim 0 in blocks [8, 8]; its split comes from the plan's rule for the root "
+                "(rule at plan.weft:5:5), each row attending its own keys; leave this attention local");
+
+  // Keys whole while the query rows are split: each rank's rows would meet every row's keys.
+  Builder whole = build(true);
+  ExpectRefused([&] { CheckSplitDataflow(Mesh(plan::kUlyssesAxis), whole.p, edits); }, EditCheck::kCpSplitMixedWithWhole,
+                "program: a context-parallel split cannot pass node `o` (scaled_dot_product_attention.default) at the "
+                "root: its queries are split along the batch, and `k` is whole there; it reads `q`, split along dim 0 in "
+                "blocks [8, 8]; its split comes from the plan's rule for the root (rule at plan.weft:5:5)");
+
+  // A merge that splits the split dim itself (tokens 8 -> 2 x 4 folded into the batch) is refused.
+  Builder folded(/*bare=*/true);
+  folded.Input("x", {2, 8, 4}, InputSpec::Kind::kUserInput, "");
+  folded.Add("m", "reshape.default", {In("self", Tensor("x")), In("shape", Ints({4, 4, 4}))}, {4, 4, 4});
+  folded.Output("m");
+  ExpectRefused([&] { CheckSplitDataflow(Mesh(plan::kUlyssesAxis), folded.p, SplitX(1, 3)); }, EditCheck::kCpReducesSplitDim,
+                "program: a context-parallel split cannot pass node `m` (reshape.default) at the root: it merges the "
+                "sharded dim with the dim before it; it reads `x`, split along dim 1 in blocks [8]; its split comes from "
+                "the plan's rule for the root (rule at plan.weft:5:5)");
+}
+
+// A whole tensor's rows repeated a split's full length of times (Latte's timestep embedding per
+// token) after the split: built at the local count (its `repeats` read off the shard), a shard laid
+// out as the merged split is, so it combines with the merged tokens row for row; the edit drops
+// the op's `output_size` hint, which would name the full total.
+TEST(LocalSizes, RowsRepeatedTheSplitsLengthAreBuiltAtTheLocalCount) {
+  Builder b(/*bare=*/true);
+  b.Input("x", {2, 8, 4}, InputSpec::Kind::kUserInput, "");
+  b.p.tensor_values["x"].sizes[1] = Sym("s0", 8);
+  b.Input("t", {2, 4}, InputSpec::Kind::kUserInput, "");
+  b.p.sym_int_values["n"] = Sym("s0", 8);
+  b.p.sym_int_values["total"] = SymInt{true, 16, "Mul(Integer(2), Symbol('s0', positive=True, integer=True))"};
+  Argument n_ref, total_ref;
+  n_ref.kind = total_ref.kind = AK::kSymInt;
+  n_ref.sym_ints = {SymIntRef{true, "n", 0}};
+  total_ref.sym_ints = {SymIntRef{true, "total", 0}};
+  b.Add("m", "reshape.default", {In("self", Tensor("x")), In("shape", Ints({-1, 4}))}, {16, 4});
+  b.p.tensor_values["m"].sizes[0] = SymInt{true, 16, "Mul(Integer(2), Symbol('s0', positive=True, integer=True))"};
+  b.Add("e", "repeat_interleave.self_int",
+        {In("self", Tensor("t")), In("repeats", n_ref), In("dim", Int(0)), In("output_size", total_ref)}, {16, 4});
+  b.p.tensor_values["e"].sizes[0] = b.p.tensor_values["m"].sizes[0];
+  b.Add("y", "mul.Tensor", {In("self", Tensor("m")), In("other", Tensor("e"))}, {16, 4});
+  b.p.tensor_values["y"].sizes[0] = b.p.tensor_values["m"].sizes[0];
+  b.Add("r", "reshape.default", {In("self", Tensor("y")), In("shape", Ints({2, -1, 4}))}, {2, 8, 4});
+  b.Output("r");
+  plan::ProgramEdits edits = SplitX(1, 3);
+  edits.edits.push_back(GatherOf("r", 1, 3, 6));
+  AddLocalSizeEdits(b.p, edits);
+  ASSERT_EQ(edits.edits.size(), 3u);
+  const plan::ProgramEdit& count = edits.edits[2];
+  EXPECT_EQ(count.kind, plan::ProgramEdit::Kind::kArgument);
+  EXPECT_EQ(count.node, "e");
+  EXPECT_EQ(count.argument, "repeats");
+  EXPECT_EQ(count.value, "x");
+  EXPECT_EQ(count.dim, 1);
+  CheckSplitDataflow(Mesh(plan::kUlyssesAxis), b.p, edits);  // passes: `e` is a shard laid out as `m`
+
+  Program edited = b.p;
+  ApplyEdits(edited, edits);
+  const Node* e = nullptr;
+  for (const Node& n : edited.nodes) e = n.name == "e" ? &n : e;
+  ASSERT_NE(e, nullptr);
+  for (const NamedArgument& in : e->inputs) {
+    if (in.name == "output_size") {
+      EXPECT_EQ(in.arg.kind, AK::kNone);
+    }
+    if (in.name == "repeats") {
+      EXPECT_NE(in.arg.sym_ints.at(0).name, "n");  // read off the shard now
+    }
+  }
+
+  // Without the count made local the repeated rows are whole, and the merged tokens refuse them.
+  plan::ProgramEdits plain = SplitX(1, 3);
+  plain.edits.push_back(GatherOf("r", 1, 3, 6));
+  ExpectRefused([&] { CheckSplitDataflow(Mesh(plan::kUlyssesAxis), b.p, plain); }, EditCheck::kCpSplitMixedWithWhole,
+                "program: a context-parallel split cannot pass node `y` (mul.Tensor) at the root: it combines the "
+                "sharded tensor with `e`, which is whole along the sharded dim; it reads `m`, split along dim 0 in "
+                "blocks [8, 8]; its split comes from the plan's rule for the root (rule at plan.weft:5:5)");
+}
+
 }  // namespace
 }  // namespace weft::program

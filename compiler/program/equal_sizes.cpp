@@ -1,0 +1,157 @@
+#include "compiler/program/equal_sizes.h"
+
+#include <algorithm>
+#include <cctype>
+#include <vector>
+
+#include "compiler/program/expr.h"
+#include "compiler/program/lowering.h"
+
+namespace weft::program {
+namespace {
+
+std::string Find(std::unordered_map<std::string, std::string>& parent, const std::string& s) {
+  auto it = parent.find(s);
+  if (it == parent.end() || it->second == s) return s;
+  const std::string root = Find(parent, it->second);
+  parent[s] = root;
+  return root;
+}
+
+// The top-level factors of `text` split at `*` (not `**`), parentheses kept whole; one factor
+// when `text` is no product. Empty when `text` is a sum or difference at the top level.
+std::vector<std::string> TopLevelFactors(const std::string& text) {
+  std::vector<std::string> factors;
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '(' || c == '[') ++depth;
+    if (c == ')' || c == ']') --depth;
+    if (depth != 0) continue;
+    if ((c == '+' || c == '-') && i > 0) return {};
+    if (c == '*' && !(i + 1 < text.size() && text[i + 1] == '*') && !(i > 0 && text[i - 1] == '*')) {
+      factors.push_back(text.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  factors.push_back(text.substr(start));
+  return factors;
+}
+
+std::string Strip(std::string text) {
+  text.erase(std::remove(text.begin(), text.end(), ' '), text.end());
+  while (text.size() > 2 && text.front() == '(' && text.back() == ')') {
+    int depth = 0;
+    bool outer = true;  // the first `(` closes at the end
+    for (size_t i = 0; i + 1 < text.size(); ++i) {
+      depth += text[i] == '(' ? 1 : text[i] == ')' ? -1 : 0;
+      if (depth == 0) outer = false;
+    }
+    if (!outer) break;
+    text = text.substr(1, text.size() - 2);
+  }
+  return text;
+}
+
+}  // namespace
+
+std::unordered_map<std::string, std::string> EqualSymbolsFromGuards(const Program& p) {
+  std::unordered_map<std::string, std::string> parent;
+  if (p.guards.empty()) return parent;
+  // L['name'] -> the graph input it names.
+  std::unordered_map<std::string, std::string> value_of;
+  const std::vector<CallValues> root = ModuleCallValues(p, "");
+  if (!root.empty()) {
+    for (const auto& [name, leaves] : root[0].arguments) {
+      if (leaves.size() == 1 && !leaves[0].empty()) value_of[name] = leaves[0];
+    }
+  }
+  // A factor's symbol (`L['x'].size()[k]` of a dim that is one symbol), its integer ("#N"), or "".
+  auto factor = [&](const std::string& f) -> std::string {
+    if (!f.empty() && std::all_of(f.begin(), f.end(), ::isdigit)) return "#" + f;
+    const size_t q = f.find("'].size()[");
+    if (f.rfind("L['", 0) != 0 || q == std::string::npos || f.back() != ']') return "";
+    const std::string index = f.substr(q + 10, f.size() - q - 11);
+    if (index.empty() || !std::all_of(index.begin(), index.end(), ::isdigit)) return "";
+    auto v = value_of.find(f.substr(3, q - 3));
+    const TensorMeta* m = v == value_of.end() ? nullptr : p.FindTensor(v->second);
+    const size_t k = std::stoul(index);
+    if (m == nullptr || k >= m->sizes.size() || !m->sizes[k].symbolic) return "";
+    try {
+      return Expr::Parse(m->sizes[k].expr).AsSymbol();
+    } catch (const ExprError&) {
+      return "";
+    }
+  };
+  for (const std::string& g : p.guards) {
+    const size_t eq = g.find("==");
+    if (eq == std::string::npos || g.find("==", eq + 2) != std::string::npos || g.find('<') != std::string::npos ||
+        g.find('>') != std::string::npos || g.find('!') != std::string::npos) {
+      continue;
+    }
+    std::vector<std::string> sides[2];
+    bool readable = true;
+    for (int s = 0; s < 2 && readable; ++s) {
+      const std::vector<std::string> factors = TopLevelFactors(Strip(s == 0 ? g.substr(0, eq) : g.substr(eq + 2)));
+      readable = !factors.empty();
+      for (const std::string& f : factors) {
+        const std::string x = factor(Strip(f));
+        readable = readable && !x.empty();
+        sides[s].push_back(x);
+      }
+    }
+    if (!readable) continue;
+    for (std::vector<std::string>& side : sides) std::sort(side.begin(), side.end());
+    std::vector<std::string> left, right;  // what each side has that the other lacks
+    std::set_difference(sides[0].begin(), sides[0].end(), sides[1].begin(), sides[1].end(), std::back_inserter(left));
+    std::set_difference(sides[1].begin(), sides[1].end(), sides[0].begin(), sides[0].end(), std::back_inserter(right));
+    if (left.size() != 1 || right.size() != 1 || left[0][0] == '#' || right[0][0] == '#') continue;
+    const std::string a = Find(parent, left[0]), b = Find(parent, right[0]);
+    if (a == b) continue;
+    parent[a] = a;
+    parent[b] = b;
+    parent[std::max(a, b)] = std::min(a, b);
+  }
+  std::unordered_map<std::string, std::string> equal;
+  for (const auto& [s, unused] : parent) {
+    const std::string r = Find(parent, s);
+    if (r != s) equal[s] = r;
+  }
+  return equal;
+}
+
+std::string SpellEqualSizesAlike(const std::string& infix, const std::unordered_map<std::string, std::string>& equal) {
+  if (equal.empty()) return infix;
+  std::string out;
+  bool involved = false;  // a symbol of some class: its products are sorted, so both spellings meet
+  for (size_t i = 0; i < infix.size();) {
+    const bool starts = (std::isalpha(static_cast<unsigned char>(infix[i])) || infix[i] == '_') &&
+                        (i == 0 || !(std::isalnum(static_cast<unsigned char>(infix[i - 1])) || infix[i - 1] == '_'));
+    if (!starts) {
+      out += infix[i++];
+      continue;
+    }
+    size_t end = i;
+    while (end < infix.size() && (std::isalnum(static_cast<unsigned char>(infix[end])) || infix[end] == '_')) ++end;
+    const std::string name = infix.substr(i, end - i);
+    auto it = equal.find(name);
+    if (it != equal.end()) {
+      involved = true;
+      out += it->second;
+    } else {
+      for (const auto& [member, root] : equal) involved = involved || root == name;
+      out += name;
+    }
+    i = end;
+  }
+  if (!involved || out.empty() || out[0] == '-') return out;
+  std::vector<std::string> factors = TopLevelFactors(out);
+  if (factors.size() < 2) return out;
+  std::sort(factors.begin(), factors.end());
+  std::string sorted;
+  for (const std::string& f : factors) sorted += (sorted.empty() ? "" : "*") + f;
+  return sorted;
+}
+
+}  // namespace weft::program

@@ -1,0 +1,28 @@
+#pragma once
+
+// Sizes a program's guards make equal, for comparing symbolic lengths.
+//
+// torch.export gives each input dim its own symbol and records how they relate only as guards,
+// which the executor checks before every run (program/bindings.h). A guard that two products of
+// input sizes are equal and differ in one factor each -- Latte's `L['hidden_states'].size()[2] *
+// L['hidden_states'].size()[0] == L['hidden_states'].size()[2] * L['timestep'].size()[0]`, frames
+// x batch on both sides -- says those two sizes are equal (sizes are positive), so the timestep's
+// batch s53 is the latents' batch s47 wherever a length spells one or the other. The passes that
+// compare lengths as text (compiler/program/local_sizes.h) spell each such symbol one way.
+
+#include <string>
+#include <unordered_map>
+
+#include "compiler/program/program.h"
+
+namespace weft::program {
+
+// symbol -> the symbol that stands for its class (the least name), for every symbol some guard
+// makes equal to another; absent symbols stand for themselves.
+std::unordered_map<std::string, std::string> EqualSymbolsFromGuards(const Program& program);
+
+// `infix` (an Expr's Infix text) with every symbol of `equal` spelled as its class's, and the
+// factors of a top-level product in sorted order: `s53*(s20//2)` and `(s20//2)*s47` meet.
+std::string SpellEqualSizesAlike(const std::string& infix, const std::unordered_map<std::string, std::string>& equal);
+
+}  // namespace weft::program
