@@ -379,16 +379,47 @@ int RunSuggest(const SuggestOptions& o) {
   std::string text;
   CheckResult last;
   std::vector<std::string> checked;
-  for (int round = 0; round < kMaxRounds; ++round) {
-    std::vector<std::string> now = meshes;
-    if (!s.tp.empty() && !has_axis("tp=")) now.push_back("tp=2");
-    if (!s.cfg_splits.empty() && !has_axis("cfg=")) now.push_back("cfg=2");
-    std::vector<program::RenderedRule> rules;
-    text = program::RenderSuggestion(s, &rules);
-    last = Check(plan_name, text, *p, graph, now);
-    checked = now;
-    if (last.errors.empty()) break;
-    if (!Repair(s, rules, *p, last)) break;
+  // Repairs `x` until its plan checks clean (or nothing is left to repair).
+  auto converge = [&](program::Suggestion& x) {
+    for (int round = 0; round < kMaxRounds; ++round) {
+      std::vector<std::string> now = meshes;
+      if (!x.tp.empty() && !has_axis("tp=")) now.push_back("tp=2");
+      if (!x.cfg_splits.empty() && !has_axis("cfg=")) now.push_back("cfg=2");
+      std::vector<program::RenderedRule> rules;
+      text = program::RenderSuggestion(x, &rules);
+      last = Check(plan_name, text, *p, graph, now);
+      checked = now;
+      if (last.errors.empty()) break;
+      if (!Repair(x, rules, *p, last)) break;
+    }
+  };
+  auto flowing = [](const program::Suggestion& x) {
+    return std::any_of(x.sources.begin(), x.sources.end(), [](const auto& t) { return !t.dropped; });
+  };
+  const program::Suggestion initial = s;
+  converge(s);
+  // Two streams of tokens that fold into each other (Latte's spatial tokens and its frames, each
+  // the batch of the other's attention) refuse each other's splits, and the repair can end with
+  // neither: each source is then tried alone, and the first that flows and runs some attention
+  // context-parallel is the suggestion.
+  if (last.errors.empty() && !flowing(s) && initial.sources.size() > 1) {
+    for (size_t i = 0; i < initial.sources.size(); ++i) {
+      program::Suggestion alone = initial;
+      if (i < initial.gathers_of_source.size()) alone.gathers = initial.gathers_of_source[i];
+      for (size_t j = 0; j < alone.sources.size(); ++j) {
+        if (j == i) continue;
+        alone.sources[j].dropped = true;
+        alone.sources[j].dropped_why = "left out: the tokens split at " + Describe(alone.sources[i].at.front()) +
+                                       " fold into the same rows, and that split alone flows through the model";
+      }
+      converge(alone);
+      if (!last.errors.empty() || !flowing(alone)) continue;
+      if (Check(plan_name, text, *p, graph, checked).cp_attention <= 0) continue;
+      s = std::move(alone);
+      break;
+    }
+    text = program::RenderSuggestion(s, nullptr);
+    last = Check(plan_name, text, *p, graph, checked);
   }
   if (!last.uneven.empty()) {
     std::string at;

@@ -154,4 +154,57 @@ std::string SpellEqualSizesAlike(const std::string& infix, const std::unordered_
   return sorted;
 }
 
+const std::string& SizeSpelling::Infix(const SymInt& s) {
+  static const std::string kNone;
+  if (!s.symbolic || s.expr.empty()) return kNone;
+  return Of(s).infix;
+}
+
+const std::string& SizeSpelling::Expression(const SymInt& s) {
+  if (!s.symbolic || s.expr.empty()) return s.expr;
+  return Of(s).expression;
+}
+
+const SizeSpelling::Spelled& SizeSpelling::Of(const SymInt& s) {
+  auto it = cache_.find(s.expr);
+  if (it != cache_.end()) return it->second;
+  Spelled spelled{s.expr, s.expr};
+  std::string values;
+  try {
+    const Expr e = Expr::Parse(s.expr);
+    spelled.infix = SpellEqualSizesAlike(e.Infix(), equal_);
+    values = Sampled(e);
+  } catch (const ExprError&) {
+    // An expression weft cannot read is its own spelling.
+  }
+  if (!values.empty()) spelled = by_values_.emplace(values, spelled).first->second;
+  return cache_.emplace(s.expr, spelled).first->second;
+}
+
+// The expression's values at the sample sizes as one key; "" where it cannot be evaluated there
+// (a float, an overflow, an unbacked size).
+std::string SizeSpelling::Sampled(const Expr& e) const {
+  constexpr int kPoints = 24;
+  std::string key;
+  for (int point = 0; point < kPoints; ++point) {
+    ExprEnv env;
+    env.symbol = [&](const std::string& name) -> std::optional<int64_t> {
+      if (IsUnbackedSymbol(name)) return std::nullopt;
+      auto eq = equal_.find(name);
+      const std::string& root = eq == equal_.end() ? name : eq->second;
+      uint64_t h = std::hash<std::string>{}(root) ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(point + 1));
+      h ^= h >> 31;
+      h *= 0xBF58476D1CE4E5B9ull;
+      h ^= h >> 29;
+      return static_cast<int64_t>(2 + h % 198);
+    };
+    try {
+      key += std::to_string(e.Evaluate(env)) + ",";
+    } catch (const ExprError&) {
+      return "";
+    }
+  }
+  return key;
+}
+
 }  // namespace weft::program

@@ -13,6 +13,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "compiler/program/expr.h"
 #include "compiler/program/program.h"
 
 namespace weft::program {
@@ -24,5 +25,33 @@ std::unordered_map<std::string, std::string> EqualSymbolsFromGuards(const Progra
 // `infix` (an Expr's Infix text) with every symbol of `equal` spelled as its class's, and the
 // factors of a top-level product in sorted order: `s53*(s20//2)` and `(s20//2)*s47` meet.
 std::string SpellEqualSizesAlike(const std::string& infix, const std::unordered_map<std::string, std::string>& equal);
+
+// Symbolic sizes in one spelling per function of the input sizes: equal symbols spelled alike,
+// and two expressions that agree at every one of 24 sample sizes (each symbol a pseudo-random size
+// from 2 to 199, symbols the guards make equal the same) taken as one -- the export computes
+// Latte's `batch * (batch' * tokens // batch)` in a later block where the first computed `batch *
+// tokens`. The first spelling seen stands for the others.
+class SizeSpelling {
+ public:
+  explicit SizeSpelling(const Program& program) : equal_(EqualSymbolsFromGuards(program)) {}
+
+  // Infix text (SpellEqualSizesAlike); "" for a constant size. An expression weft cannot read is
+  // its own text.
+  const std::string& Infix(const SymInt& s);
+  // The sympy expression (`SymInt::expr`) of the first size seen with the same values; `s.expr`
+  // itself when it is the first, or cannot be evaluated.
+  const std::string& Expression(const SymInt& s);
+
+ private:
+  struct Spelled {
+    std::string infix, expression;
+  };
+  const Spelled& Of(const SymInt& s);
+  std::string Sampled(const Expr& e) const;
+
+  std::unordered_map<std::string, std::string> equal_;
+  std::unordered_map<std::string, Spelled> cache_;         // expression -> its spellings
+  std::unordered_map<std::string, Spelled> by_values_;     // sampled values -> the first seen
+};
 
 }  // namespace weft::program

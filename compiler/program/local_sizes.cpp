@@ -23,66 +23,14 @@ using FullLengths = std::map<std::string, size_t>;  // canonical expression -> e
 // nodes yield the very set they read (copying it per value made `weft suggest` minutes long).
 using SharedLengths = std::shared_ptr<const FullLengths>;
 
+// Lengths compared as text in one spelling (equal_sizes.h).
 class Canonical {
  public:
-  explicit Canonical(const Program& p) : equal_(EqualSymbolsFromGuards(p)) {}
-
-  // The expression in one spelling (sympy's srepr may carry assumptions in either order; sizes
-  // the guards make equal spelled alike, equal_sizes.h); "" for a constant size or an expression
-  // weft cannot read. Two spellings of one function of the sizes -- the export computes Latte's
-  // `batch * (batch' * tokens // batch)` in a later block where the first computed `batch *
-  // tokens`, batch' being batch by a guard -- are one length: expressions that agree at every one
-  // of kPoints sample sizes (each symbol a pseudo-random size from 2 to 199, symbols the guards
-  // make equal the same) take the spelling seen first.
-  const std::string& Of(const SymInt& s) {
-    static const std::string kNone;
-    if (!s.symbolic || s.expr.empty()) return kNone;
-    auto it = cache_.find(s.expr);
-    if (it != cache_.end()) return it->second;
-    std::string text;
-    std::string values;
-    try {
-      const Expr e = Expr::Parse(s.expr);
-      text = SpellEqualSizesAlike(e.Infix(), equal_);
-      values = Sampled(e);
-    } catch (const ExprError&) {
-      text = s.expr;
-    }
-    if (!values.empty()) text = by_values_.emplace(values, text).first->second;
-    return cache_.emplace(s.expr, text).first->second;
-  }
+  explicit Canonical(const Program& p) : spelling_(p) {}
+  const std::string& Of(const SymInt& s) { return spelling_.Infix(s); }
 
  private:
-  static constexpr int kPoints = 24;
-
-  // The expression's values at the sample sizes as one key; "" where it cannot be evaluated there
-  // (a float, an overflow, an unbacked size).
-  std::string Sampled(const Expr& e) const {
-    std::string key;
-    for (int point = 0; point < kPoints; ++point) {
-      ExprEnv env;
-      env.symbol = [&](const std::string& name) -> std::optional<int64_t> {
-        if (IsUnbackedSymbol(name)) return std::nullopt;
-        auto eq = equal_.find(name);
-        const std::string& root = eq == equal_.end() ? name : eq->second;
-        uint64_t h = std::hash<std::string>{}(root) ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(point + 1));
-        h ^= h >> 31;
-        h *= 0xBF58476D1CE4E5B9ull;
-        h ^= h >> 29;
-        return static_cast<int64_t>(2 + h % 198);
-      };
-      try {
-        key += std::to_string(e.Evaluate(env)) + ",";
-      } catch (const ExprError&) {
-        return "";
-      }
-    }
-    return key;
-  }
-
-  std::unordered_map<std::string, std::string> equal_;
-  std::unordered_map<std::string, std::string> cache_;
-  std::unordered_map<std::string, std::string> by_values_;  // sampled values -> the spelling seen first
+  SizeSpelling spelling_;
 };
 
 }  // namespace

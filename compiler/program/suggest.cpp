@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "compiler/program/equal_sizes.h"
 #include "compiler/program/expr.h"
 #include "compiler/program/graph_view.h"
 #include "compiler/program/lowering.h"
@@ -150,11 +151,14 @@ class Suggester {
     if (!d.symbolic) return "#" + std::to_string(d.value);
     auto it = infix_.find(d.expr);
     if (it != infix_.end()) return Find(it->second);
+    // One spelling per function of the sizes (equal_sizes.h): Latte's tokens after its temporal
+    // blocks, `batch' * tokens // batch`, are its tokens.
+    const std::string& expr = spelling_.Expression(d);
     std::string text;
     try {
-      text = SumKey(Expr::Parse(d.expr).SumTerms());
+      text = SumKey(Expr::Parse(expr).SumTerms());
     } catch (const ExprError&) {
-      text = d.expr;
+      text = expr;
     }
     return Find(infix_.emplace(d.expr, text).first->second);
   }
@@ -583,6 +587,9 @@ class Suggester {
   struct Reached {
     int64_t dim;
     size_t source;
+    // The tokens folded into this dim with the dims before them (Latte's (batch x tokens, frames,
+    // C)): rows of other ops there -- an attention's batch -- not a sequence to split or gather.
+    bool merged = false;
   };
 
   bool IsReached(const std::string& v, int64_t dim) const {
@@ -592,6 +599,19 @@ class Suggester {
       if (r.dim == dim) return true;
     }
     return false;
+  }
+  // Reached on a sequence dim, not only folded into another.
+  bool ReachedUnmerged(const std::string& v) const {
+    auto it = reached_.find(v);
+    if (it == reached_.end()) return false;
+    for (const Reached& r : it->second) {
+      if (!r.merged) return true;
+    }
+    return false;
+  }
+  void ReachMerged(const std::string& v, int64_t dim, size_t source) {
+    if (IsReached(v, dim)) return;
+    reached_[v].push_back({dim, source, true});
   }
   void Reach(const std::string& v, int64_t dim, size_t source) {
     if (IsReached(v, dim)) return;
@@ -622,6 +642,43 @@ class Suggester {
            key + " tokens" + (site.empty() ? "" : " attend in `" + site + "`") + ")";
   }
 
+  // The token length a source splits.
+  std::string SourceKey(size_t source) {
+    return DimKey(source_value_[source], s_.sources[source].at.front().dim);
+  }
+
+  // Output dim `d` of a node holding tokens folded in with the dims before them (Latte views
+  // (batch, tokens, frames, C) as (batch x tokens, frames, C) for its temporal attention): a view
+  // whose output dim spans a reached token dim and the dims before it, or any node keeping such a
+  // folded dim as it is (the same size). Followed so that the tokens are found again where a view
+  // parts the dim (FollowTokens), and so that an attention over such rows is known to run local.
+  void FoldedReach(bool view, const std::string& o, int64_t d, const std::string& key,
+                   const std::vector<std::pair<std::string, Reached>>& in) {
+    for (const auto& [v, r] : in) {
+      if (r.merged) {
+        if (DimKey(v, r.dim) == key) return ReachMerged(o, d, r.source);
+        continue;
+      }
+      if (!view) continue;
+      const TensorMeta* a = Meta(v);
+      const TensorMeta* b = Meta(o);
+      if (a == nullptr || b == nullptr || r.dim >= static_cast<int64_t>(a->sizes.size())) continue;
+      int64_t out_before = 1, out_through = 1;
+      for (int64_t k = 0; k <= d; ++k) (k < d ? out_before : out_through) *= b->sizes[static_cast<size_t>(k)].value;
+      out_through *= out_before;
+      int64_t in_prefix = 1, start = -1;
+      for (int64_t k = 0; k < static_cast<int64_t>(a->sizes.size()); ++k) {
+        if (in_prefix == out_before && start < 0) start = k;
+        in_prefix *= a->sizes[static_cast<size_t>(k)].value;
+        if (k == r.dim) break;
+      }
+      // The output dim starts at an input dim before the token dim and ends at or after it.
+      if (start >= 0 && start < r.dim && in_prefix <= out_through && out_through % in_prefix == 0) {
+        return ReachMerged(o, d, r.source);
+      }
+    }
+  }
+
   void FollowTokens() {
     const std::vector<CallValues> root = ModuleCallValues(p_, "");
     if (!root.empty()) {
@@ -640,12 +697,17 @@ class Suggester {
         if (it == reached_.end()) continue;
         for (const Reached& r : it->second) in.emplace_back(v, r);
       }
+      const bool view = Is(n, {"view.default", "reshape.default", "_unsafe_view.default", "flatten.using_ints"});
       for (const std::string& o : OutputsOf(n)) {
         for (int64_t d = 0; d < Rank(o); ++d) {
           const std::string key = DimKey(o, d);
-          if (!tokens_.count(key)) continue;
+          if (!tokens_.count(key)) {
+            FoldedReach(view, o, d, key, in);
+            continue;
+          }
           for (const auto& [v, r] : in) {
-            if (Related(DimKey(v, r.dim), key)) {
+            // Folded tokens parted again by a view: the tokens of their source, on a dim of their own.
+            if (r.merged ? view && Related(SourceKey(r.source), key) : Related(DimKey(v, r.dim), key)) {
               Reach(o, d, r.source);
               break;
             }
@@ -711,9 +773,12 @@ class Suggester {
   }
 
   // ---- Gathers -------------------------------------------------------------------------------
-  void Gathers() {
+  // For each forward output, the nearest module output before it holding split tokens (of
+  // `source` only, when given), walking back through its producers.
+  std::vector<SuggestedGather> GathersOf(std::optional<size_t> source) {
+    std::vector<SuggestedGather> gathers;
     const std::vector<CallValues> root = ModuleCallValues(p_, "");
-    if (root.empty()) return;
+    if (root.empty()) return gathers;
     for (size_t i = 0; i < root[0].outputs.size(); ++i) {
       const std::string& out = root[0].outputs[i];
       if (out.empty()) continue;
@@ -723,7 +788,11 @@ class Suggester {
         const std::string v = queue[at];
         auto r = reached_.find(v);
         auto b = boundaries_.find(v);
-        if (r != reached_.end() && b != boundaries_.end()) {
+        const auto reach = r == reached_.end() ? std::vector<Reached>::const_iterator{}
+                                               : std::find_if(r->second.begin(), r->second.end(), [&](const Reached& x) {
+                                                   return !x.merged && (!source || x.source == *source);
+                                                 });
+        if (r != reached_.end() && b != boundaries_.end() && reach != r->second.end()) {
           const Boundary* chosen = nullptr;
           for (const Boundary& x : b->second) {
             if (x.output >= 0 && (chosen == nullptr || (chosen->module.empty() && !x.module.empty()))) chosen = &x;
@@ -732,13 +801,13 @@ class Suggester {
             SuggestedGather g;
             g.module = chosen->module;
             g.output = chosen->output;
-            g.dim = r->second.front().dim;
+            g.dim = reach->dim;
             g.rank = Rank(v);
             g.why = (chosen->module.empty() ? std::string("the forward's output ") + std::to_string(i)
                                             : "output " + std::to_string(chosen->output) + " of `" + chosen->module + "`") +
                     " holds the split tokens along dim " + std::to_string(g.dim) + " (sizes " + SizesText(*Meta(v)) + ")" +
                     (v == out ? "" : "; the forward's output " + std::to_string(i) + " is computed from it");
-            s_.gathers.push_back(std::move(g));
+            gathers.push_back(std::move(g));
             break;
           }
         }
@@ -749,6 +818,11 @@ class Suggester {
         }
       }
     }
+    return gathers;
+  }
+  void Gathers() {
+    s_.gathers = GathersOf(std::nullopt);
+    for (size_t i = 0; i < s_.sources.size(); ++i) s_.gathers_of_source.push_back(GathersOf(i));
   }
 
   // ---- Attention islands ---------------------------------------------------------------------
@@ -831,15 +905,19 @@ class Suggester {
     std::vector<std::string> order;
     for (const Site& x : sites_) {
       if (reached_.find(x.q) == reached_.end()) continue;
-      const bool cp = x.self && reached_.find(x.k) != reached_.end();
+      const bool folded = !ReachedUnmerged(x.q);
+      const bool cp = x.self && !folded && ReachedUnmerged(x.k);
       const std::string glob = GlobOfPath(x.module);
       if (!by_glob.count(glob)) {
         order.push_back(glob);
         const std::string why =
-            cp ? "self-attention over the split tokens (node `" + p_.nodes[x.node].name + "`: queries and keys of " +
-                     x.q_len + ", " + std::to_string(x.heads) + " heads)"
-               : "cross-attention: its queries are split, its keys (" + x.k_len + ") are whole on every rank (node `" +
-                     p_.nodes[x.node].name + "`)";
+            folded ? "self-attention over " + x.q_len + " (node `" + p_.nodes[x.node].name +
+                         "`) whose batch rows hold the split tokens (folded in with the dims before them): each rank "
+                         "attends its own rows, local"
+            : cp ? "self-attention over the split tokens (node `" + p_.nodes[x.node].name + "`: queries and keys of " +
+                       x.q_len + ", " + std::to_string(x.heads) + " heads)"
+                 : "cross-attention: its queries are split, its keys (" + x.k_len + ") are whole on every rank (node `" +
+                       p_.nodes[x.node].name + "`)";
         by_glob[glob] = {cp, why};
       }
       if (cp) {
@@ -1254,6 +1332,7 @@ class Suggester {
   const Program& p_;
   Suggestion s_;
   std::unordered_map<std::string, std::string> infix_;  // srepr -> SumKey
+  SizeSpelling spelling_{p_};
   std::unordered_map<std::string, std::string> same_;   // sizes equal by guards (union-find)
   std::unordered_map<std::string, size_t> producer_;
   std::unordered_map<std::string, std::vector<size_t>> users_;

@@ -16,8 +16,15 @@
 // where it is (the root derives a length from it, a mask is read whole), the split moves to the
 // next boundary (QwenImage: from the root's `hidden_states` to block 0's).
 //
+// Tokens a view folds into the dims before them (Latte's (batch x tokens, frames, C) for its
+// temporal attention) are followed as folded rows, found again where a view parts them, and an
+// attention over such rows is not proposed context-parallel (it runs local on each rank's rows).
+// Sizes are compared in one spelling per function of the input sizes (equal_sizes.h).
+//
 // The program's outputs are gathered at the last module output on their way that still carries
-// the split dim (before an unpatchify reshapes it away). Tensor parallelism follows the attention
+// the split dim (before an unpatchify reshapes it away); for each source alone too
+// (gathers_of_source): when two sources refuse each other's splits (Latte's tokens and frames,
+// each folded into the other's rows) driver/suggest_command.cpp tries each alone. Tensor parallelism follows the attention
 // sites: the Linears that produce Q, K and V (through reshapes, norms over a head, RoPE) are
 // colwise, the ones that read the attention's output rowwise (packed when the output is
 // concatenated with another colwise stream first, Flux's single blocks), a norm over all heads
@@ -95,6 +102,10 @@ struct Suggestion {
   std::string plan_name;
   std::vector<TokenSource> sources;
   std::vector<SuggestedGather> gathers;
+  // For each source, the gathers of its tokens alone: where each forward output's value is last
+  // a module's output holding them (a stream folded into another's rows past the output's nearest
+  // boundary: Latte's tokens, gathered after `proj_out` where its frames reach the output itself).
+  std::vector<std::vector<SuggestedGather>> gathers_of_source;
   std::vector<SuggestedAttention> attention;
   std::vector<SuggestedAttention> attention_deferred;  // refused while other rules moved; retried last
   std::vector<SuggestedTp> tp;
