@@ -406,15 +406,21 @@ int RunSuggest(const SuggestOptions& o) {
     for (size_t i = 0; i < initial.sources.size(); ++i) {
       program::Suggestion alone = initial;
       if (i < initial.gathers_of_source.size()) alone.gathers = initial.gathers_of_source[i];
+      std::string others;
       for (size_t j = 0; j < alone.sources.size(); ++j) {
         if (j == i) continue;
         alone.sources[j].dropped = true;
         alone.sources[j].dropped_why = "left out: the tokens split at " + Describe(alone.sources[i].at.front()) +
                                        " fold into the same rows, and that split alone flows through the model";
+        others += (others.empty() ? "" : ", ") + Describe(alone.sources[j].at.front());
       }
       converge(alone);
       if (!last.errors.empty() || !flowing(alone)) continue;
       if (Check(plan_name, text, *p, graph, checked).cp_attention <= 0) continue;
+      alone.notes.insert(alone.notes.begin(),
+                         "split at " + Describe(alone.sources[i].at.front()) + " alone: with the splits at " + others +
+                             " the checks refused each in turn (their tokens fold into each other's rows), and no split "
+                             "flowed; this one does");
       s = std::move(alone);
       break;
     }
