@@ -188,11 +188,7 @@ void DropGuidance(program::Suggestion& s, const std::string& why) {
 
 // No context_parallel section: every token split and gather leaves, one note says why.
 void DropContextParallel(program::Suggestion& s, const std::string& why) {
-  for (program::TokenSource& t : s.sources) {
-    if (t.dropped) continue;
-    t.dropped = true;
-    t.dropped_why = why;
-  }
+  for (program::TokenSource& t : s.sources) t.dropped = true;
   s.gathers.clear();
   s.attention.clear();
   s.notes.push_back("no context-parallel rule kept: " + why);
@@ -273,7 +269,6 @@ bool Repair(program::Suggestion& s, const std::vector<program::RenderedRule>& ru
     for (program::TokenSource& t : s.sources) {
       if (t.dropped) continue;
       t.dropped = any = true;
-      t.dropped_why = why;
     }
     if (any) s.notes.push_back("no context-parallel rule kept: " + why);
     return any;
@@ -289,7 +284,6 @@ bool Repair(program::Suggestion& s, const std::vector<program::RenderedRule>& ru
         s.notes.push_back("not split at " + from + ": " + why + "; split at " + Describe(t.at[t.current]) + " instead.");
       } else {
         t.dropped = true;
-        t.dropped_why = why;
         s.notes.push_back("no split of " + from + " or after it is kept: " + why);
       }
       return true;
@@ -410,8 +404,6 @@ int RunSuggest(const SuggestOptions& o) {
       for (size_t j = 0; j < alone.sources.size(); ++j) {
         if (j == i) continue;
         alone.sources[j].dropped = true;
-        alone.sources[j].dropped_why = "left out: the tokens split at " + Describe(alone.sources[i].at.front()) +
-                                       " fold into the same rows, and that split alone flows through the model";
         others += (others.empty() ? "" : ", ") + Describe(alone.sources[j].at.front());
       }
       converge(alone);

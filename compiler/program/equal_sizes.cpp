@@ -56,30 +56,36 @@ std::string Strip(std::string text) {
 
 }  // namespace
 
+GuardInputSizes::GuardInputSizes(const Program& program) : p_(program) {
+  const std::vector<CallValues> root = ModuleCallValues(program, "");
+  if (root.empty()) return;
+  for (const auto& [name, leaves] : root[0].arguments) {
+    if (leaves.size() == 1 && !leaves[0].empty()) value_of_[name] = leaves[0];
+  }
+}
+
+const SymInt* GuardInputSizes::Of(const std::string& term) const {
+  const size_t q = term.find("'].size()[");
+  if (term.rfind("L['", 0) != 0 || q == std::string::npos || term.back() != ']') return nullptr;
+  const std::string index = term.substr(q + 10, term.size() - q - 11);
+  if (index.empty() || index.size() > 6 || !std::all_of(index.begin(), index.end(), ::isdigit)) return nullptr;
+  auto v = value_of_.find(term.substr(3, q - 3));
+  const TensorMeta* m = v == value_of_.end() ? nullptr : p_.FindTensor(v->second);
+  const size_t k = std::stoul(index);
+  return m == nullptr || k >= m->sizes.size() ? nullptr : &m->sizes[k];
+}
+
 std::unordered_map<std::string, std::string> EqualSymbolsFromGuards(const Program& p) {
   std::unordered_map<std::string, std::string> parent;
   if (p.guards.empty()) return parent;
-  // L['name'] -> the graph input it names.
-  std::unordered_map<std::string, std::string> value_of;
-  const std::vector<CallValues> root = ModuleCallValues(p, "");
-  if (!root.empty()) {
-    for (const auto& [name, leaves] : root[0].arguments) {
-      if (leaves.size() == 1 && !leaves[0].empty()) value_of[name] = leaves[0];
-    }
-  }
+  const GuardInputSizes sizes(p);
   // A factor's symbol (`L['x'].size()[k]` of a dim that is one symbol), its integer ("#N"), or "".
   auto factor = [&](const std::string& f) -> std::string {
     if (!f.empty() && std::all_of(f.begin(), f.end(), ::isdigit)) return "#" + f;
-    const size_t q = f.find("'].size()[");
-    if (f.rfind("L['", 0) != 0 || q == std::string::npos || f.back() != ']') return "";
-    const std::string index = f.substr(q + 10, f.size() - q - 11);
-    if (index.empty() || !std::all_of(index.begin(), index.end(), ::isdigit)) return "";
-    auto v = value_of.find(f.substr(3, q - 3));
-    const TensorMeta* m = v == value_of.end() ? nullptr : p.FindTensor(v->second);
-    const size_t k = std::stoul(index);
-    if (m == nullptr || k >= m->sizes.size() || !m->sizes[k].symbolic) return "";
+    const SymInt* size = sizes.Of(f);
+    if (size == nullptr || !size->symbolic) return "";
     try {
-      return Expr::Parse(m->sizes[k].expr).AsSymbol();
+      return Expr::Parse(size->expr).AsSymbol();
     } catch (const ExprError&) {
       return "";
     }

@@ -18,6 +18,18 @@
 
 namespace weft::program {
 
+// The size a guard term names, `L['name'].size()[k]` (spaces removed): the k-th dim of the
+// forward argument `name` as the program records it; nullptr for any other term.
+class GuardInputSizes {
+ public:
+  explicit GuardInputSizes(const Program& program);
+  const SymInt* Of(const std::string& term) const;
+
+ private:
+  const Program& p_;
+  std::unordered_map<std::string, std::string> value_of_;  // forward argument -> its graph input
+};
+
 // symbol -> the symbol that stands for its class (the least name), for every symbol some guard
 // makes equal to another; absent symbols stand for themselves.
 std::unordered_map<std::string, std::string> EqualSymbolsFromGuards(const Program& program);

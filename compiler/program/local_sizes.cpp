@@ -23,15 +23,6 @@ using FullLengths = std::map<std::string, size_t>;  // canonical expression -> e
 // nodes yield the very set they read (copying it per value made `weft suggest` minutes long).
 using SharedLengths = std::shared_ptr<const FullLengths>;
 
-// Lengths compared as text in one spelling (equal_sizes.h).
-class Canonical {
- public:
-  explicit Canonical(const Program& p) : spelling_(p) {}
-  const std::string& Of(const SymInt& s) { return spelling_.Infix(s); }
-
- private:
-  SizeSpelling spelling_;
-};
 
 }  // namespace
 
@@ -64,7 +55,7 @@ namespace {
 class LocalSizes {
  public:
   LocalSizes(const Program& p, plan::ProgramEdits& edits)
-      : p_(p), edits_(edits), where_(p.Where()), canonical_(p) {}
+      : p_(p), edits_(edits), where_(p.Where()), spelling_(p) {}
 
   void Run() {
     Collect();
@@ -97,7 +88,7 @@ class LocalSizes {
     const int64_t rank = static_cast<int64_t>(meta->sizes.size());
     if (dim < 0) dim += rank;
     if (dim < 0 || dim >= rank) return "";
-    return canonical_.Of(meta->sizes[static_cast<size_t>(dim)]);
+    return spelling_.Infix(meta->sizes[static_cast<size_t>(dim)]);
   }
 
   void Collect() {
@@ -145,7 +136,7 @@ class LocalSizes {
     const TensorMeta* meta = p_.FindTensor(value);
     if (meta == nullptr) return;
     for (size_t d = 0; d < meta->sizes.size(); ++d) {
-      const std::string& length = canonical_.Of(meta->sizes[d]);
+      const std::string& length = spelling_.Infix(meta->sizes[d]);
       if (!length.empty() && of.count(length)) seen_[length].push_back({value, static_cast<int64_t>(d), scope, position});
     }
   }
@@ -187,7 +178,7 @@ class LocalSizes {
   // The length of `lengths` that `size` is, with its sign: a length, or its negation (a slice's
   // end of `-text_len`); nullopt for anything else.
   std::optional<std::pair<std::string, int64_t>> LengthOf(const SymInt& size, const FullLengths& lengths) {
-    const std::string& length = canonical_.Of(size);
+    const std::string& length = spelling_.Infix(size);
     if (lengths.count(length)) return std::make_pair(length, int64_t{1});
     if (length.rfind("-", 0) != 0) return std::nullopt;
     std::string negated = length.substr(length.rfind("-1*", 0) == 0 ? 3 : 1);
@@ -259,7 +250,7 @@ class LocalSizes {
     for (const auto& [length, edit] : with) groups.insert(edits_.edits[edit].group);
     FullLengths of;
     for (const SymInt& size : meta->sizes) {
-      auto it = all_lengths_.find(canonical_.Of(size));
+      auto it = all_lengths_.find(spelling_.Infix(size));
       if (it != all_lengths_.end() && groups.count(edits_.edits[it->second].group)) of.insert(*it);
     }
     if (of.empty()) return false;
@@ -302,7 +293,8 @@ class LocalSizes {
   // per token: `repeat_interleave(emb, tokens, dim=0)`): built at the local length instead, every
   // copy being the same, so a shard of that length from here (shard_flow.cpp follows it). The
   // count becomes local as any full length a node on shards takes (Localize).
-  SharedLengths RepeatedFullLength(const Node& n) {
+  SharedLengths RepeatedFullLength(size_t index) {
+    const Node& n = p_.nodes[index];
     if (n.target != "torch.ops.aten.repeat_interleave.self_int") return NoLengths();
     std::string self;
     const SymIntRef* repeats = nullptr;
@@ -315,7 +307,7 @@ class LocalSizes {
     if (self.empty() || repeats == nullptr || !repeats->is_name || !ShardOf(n, self)->empty()) return NoLengths();
     auto value = p_.sym_int_values.find(repeats->name);
     if (value == p_.sym_int_values.end()) return NoLengths();
-    auto split = all_lengths_.find(canonical_.Of(value->second));
+    auto split = all_lengths_.find(spelling_.Infix(value->second));
     if (split == all_lengths_.end()) return NoLengths();
     // Only inside the split's reach: a split for the uses inside a module (around one attention)
     // leaves copies made elsewhere whole.
@@ -323,7 +315,6 @@ class LocalSizes {
     if (!origin.after_producer && !NodeInModule(p_, n, origin.scope)) return NoLengths();
     // Only after a shard of that length exists to read the local count off; before the split the
     // copies stay whole.
-    const size_t index = &n - p_.nodes.data();
     bool readable = false;
     for (const Source& source : seen_[split->first]) {
       readable = readable || (source.position < static_cast<int64_t>(index) && NodeInModule(p_, n, source.scope));
@@ -344,7 +335,7 @@ class LocalSizes {
         FullLengths of;
         for (size_t d : dims) {
           if (d >= meta->sizes.size()) continue;
-          auto it = all_lengths_.find(canonical_.Of(meta->sizes[d]));
+          auto it = all_lengths_.find(spelling_.Infix(meta->sizes[d]));
           if (it != all_lengths_.end()) of.insert(*it);
         }
         if (!of.empty()) {
@@ -355,7 +346,7 @@ class LocalSizes {
     }
     // The full lengths this node's inputs are shards of, and where each is available locally:
     // an input's dim whose (full) size is that length.
-    SharedLengths lengths = RepeatedFullLength(n);
+    SharedLengths lengths = RepeatedFullLength(index);
     std::map<std::string, std::pair<std::string, int64_t>> local;
     std::vector<std::string> full_inputs;
     for (const NamedArgument& in : n.inputs) {
@@ -368,7 +359,7 @@ class LocalSizes {
         lengths = Union(lengths, of);
         if (const TensorMeta* meta = p_.FindTensor(t)) {
           for (size_t d = 0; d < meta->sizes.size(); ++d) {
-            const std::string& length = canonical_.Of(meta->sizes[d]);
+            const std::string& length = spelling_.Infix(meta->sizes[d]);
             if (of->count(length)) local.emplace(length, std::make_pair(t, static_cast<int64_t>(d)));
           }
         }
@@ -404,7 +395,7 @@ class LocalSizes {
         std::shared_ptr<FullLengths> derived;  // `out` and the lengths derived from it, once one is
         if (const TensorMeta* meta = p_.FindTensor(v); meta != nullptr) {
           for (const SymInt& size : meta->sizes) {
-            const std::string& length = canonical_.Of(size);
+            const std::string& length = spelling_.Infix(size);
             if (length.empty() || out->count(length) || (derived != nullptr && derived->count(length))) continue;
             if (!symbols_known) {
               for (const auto& [carried, edit] : *lengths) {
@@ -451,7 +442,7 @@ class LocalSizes {
       size_t split = 0;
       int found = 0;
       for (size_t d = 0; d < meta->sizes.size(); ++d) {
-        const std::string& length = canonical_.Of(meta->sizes[d]);
+        const std::string& length = spelling_.Infix(meta->sizes[d]);
         auto it = carried.find(length);
         if (length.empty() || it == carried.end() || all_lengths_.count(length) == 0) continue;
         dim = static_cast<int64_t>(d);
@@ -472,7 +463,7 @@ class LocalSizes {
       e.module = origin.module;
       e.origin = origin.origin;
       added_.push_back(std::move(e));
-      scoped_[t].push_back({t, ModuleOf(p_, n), canonical_.Of(meta->sizes[static_cast<size_t>(dim)]), split, n.name});
+      scoped_[t].push_back({t, ModuleOf(p_, n), spelling_.Infix(meta->sizes[static_cast<size_t>(dim)]), split, n.name});
     }
   }
 
@@ -557,7 +548,7 @@ class LocalSizes {
     // Split keys: a shard whose sequence dim (the operator's (B, H, S, D)) is a split length.
     const FullLengths& of = *ShardOf(n, key);
     const TensorMeta* meta = p_.FindTensor(key);
-    if (meta != nullptr && meta->sizes.size() == 4 && of.count(canonical_.Of(meta->sizes[2]))) return;
+    if (meta != nullptr && meta->sizes.size() == 4 && of.count(spelling_.Infix(meta->sizes[2]))) return;
     const plan::ProgramEdit& e = edits_.edits[site];
     if (e.origin.derived) {
       local_attention_.insert(site);
@@ -625,7 +616,7 @@ class LocalSizes {
                      "so it must reach the attention whole -- leave its source unsplit");
       }
     }
-    const std::string rows = canonical_.Of(meta.sizes[2]), cols = canonical_.Of(meta.sizes[3]);
+    const std::string rows = spelling_.Infix(meta.sizes[2]), cols = spelling_.Infix(meta.sizes[3]);
     // A mask given as an input has sizes of its own symbol (OmniGen's (B, S, S) attention_mask over
     // cat(text, time, image) that its layers attend as one sequence): it is laid out as the
     // queries (keys) when those are one split stream and it is as long as they are at the export's
@@ -636,7 +627,7 @@ class LocalSizes {
       for (const NamedArgument& in : n.inputs) {
         if (in.name == operand && in.arg.kind == Argument::Kind::kTensor) m = p_.FindTensor(in.arg.name);
       }
-      return m != nullptr && m->sizes.size() == 4 && all_lengths_.count(canonical_.Of(m->sizes[2])) > 0 &&
+      return m != nullptr && m->sizes.size() == 4 && all_lengths_.count(spelling_.Infix(m->sizes[2])) > 0 &&
              m->sizes[2].value == size.value;
     };
     if (laid_out_as(rows, meta.sizes[2], "query") && laid_out_as(cols, meta.sizes[3], "key")) {
@@ -690,7 +681,7 @@ class LocalSizes {
     const std::string module = ModuleOf(p_, n);
     if (!split_masks_.insert(mask + "\n" + module).second) return;
     const int64_t dim = static_cast<int64_t>(meta->sizes.size()) - 1;
-    const std::string keys = canonical_.Of(meta->sizes.back());
+    const std::string keys = spelling_.Infix(meta->sizes.back());
     const plan::ProgramEdit& attention = edits_.edits[site];
     plan::ProgramEdit e;
     e.kind = Kind::kSplit;
@@ -737,7 +728,7 @@ class LocalSizes {
       if (out == nullptr) continue;
       if (cat_dim < 0) cat_dim += static_cast<int64_t>(out->sizes.size());
       if (cat_dim < 0 || cat_dim >= static_cast<int64_t>(out->sizes.size()) ||
-          canonical_.Of(out->sizes[static_cast<size_t>(cat_dim)]) != length) {
+          spelling_.Infix(out->sizes[static_cast<size_t>(cat_dim)]) != length) {
         continue;
       }
       std::vector<std::string> order;
@@ -745,7 +736,7 @@ class LocalSizes {
         const TensorMeta* pm = p_.FindTensor(part);
         order.push_back(pm == nullptr || cat_dim >= static_cast<int64_t>(pm->sizes.size())
                             ? ""
-                            : canonical_.Of(pm->sizes[static_cast<size_t>(cat_dim)]));
+                            : spelling_.Infix(pm->sizes[static_cast<size_t>(cat_dim)]));
       }
       bool known = order.size() > 1;
       for (const std::string& part : order) known = known && all_lengths_.count(part) > 0;
@@ -770,7 +761,7 @@ class LocalSizes {
       for (const auto& [value, sym] : p_.sym_int_values) {
         auto produced = sym_producer_.find(value);
         if (produced == sym_producer_.end() || produced->second >= index || produced->second >= at) continue;
-        if (canonical_.Of(sym) == part) {
+        if (spelling_.Infix(sym) == part) {
           name = value;
           at = produced->second;
         }
@@ -803,7 +794,7 @@ class LocalSizes {
   const Program& p_;
   plan::ProgramEdits& edits_;
   const std::string where_;
-  Canonical canonical_;
+  SizeSpelling spelling_;  // lengths compared as text in one spelling (equal_sizes.h)
   std::unordered_map<std::string, std::vector<std::string>> symbols_of_;
   std::unordered_map<std::string, std::vector<Scoped>> scoped_;  // by the value they split
   std::unordered_map<std::string, SharedLengths> shard_;  // value -> the full lengths it is a shard of

@@ -181,13 +181,7 @@ class Suggester {
   }
   // Guards `L['a'].size()[i] + ... == L['b'].size()[j] + ...` between the forward's inputs.
   void EqualSizesFromGuards() {
-    std::unordered_map<std::string, std::string> value_of;
-    const std::vector<CallValues> root = ModuleCallValues(p_, "");
-    if (!root.empty()) {
-      for (const auto& [name, leaves] : root[0].arguments) {
-        if (leaves.size() == 1 && !leaves[0].empty()) value_of[name] = leaves[0];
-      }
-    }
+    const GuardInputSizes sizes(p_);
     auto side = [&](std::string text) -> std::string {
       text.erase(std::remove(text.begin(), text.end(), ' '), text.end());
       while (text.size() > 2 && text.front() == '(' && text.back() == ')') text = text.substr(1, text.size() - 2);
@@ -197,17 +191,9 @@ class Suggester {
         size_t plus = text.find('+', start);
         if (plus == std::string::npos) plus = text.size();
         const std::string term = text.substr(start, plus - start);
-        // L['name'].size()[k]
-        const size_t q1 = term.find("L['"), q2 = term.find("'].size()[");
-        if (q1 != 0 || q2 == std::string::npos || term.back() != ']') return "";
-        const std::string name = term.substr(3, q2 - 3);
-        const std::string index = term.substr(q2 + 10, term.size() - q2 - 11);
-        if (index.empty() || !std::all_of(index.begin(), index.end(), ::isdigit)) return "";
-        auto v = value_of.find(name);
-        const TensorMeta* m = v == value_of.end() ? nullptr : Meta(v->second);
-        const size_t k = std::stoul(index);
-        if (m == nullptr || k >= m->sizes.size() || !m->sizes[k].symbolic) return "";
-        terms.push_back(Expr::Parse(m->sizes[k].expr).Infix());
+        const SymInt* size = sizes.Of(term);
+        if (size == nullptr || !size->symbolic) return "";
+        terms.push_back(Expr::Parse(size->expr).Infix());
         start = plus + 1;
       }
       return SumKey(terms);

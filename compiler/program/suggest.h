@@ -80,7 +80,6 @@ struct TokenSource {
   std::vector<SuggestedSplit> at;
   size_t current = 0;
   bool dropped = false;
-  std::string dropped_why;
 };
 
 struct SuggestedAttention {
