@@ -124,6 +124,11 @@ std::string Describe(const plan::ProgramEdit& e) {
         os << " in parts";
         for (const std::string& part : e.parts) os << " " << part;
       }
+      if (!e.unit.empty()) {
+        os << " in whole rows of";
+        for (const std::string& u : e.unit) os << " " << u;
+        os << " (at least " << e.min_rows << " per rank)";
+      }
       break;
     case plan::ProgramEdit::Kind::kGather:
       os << " dim " << e.dim << " rank " << e.rank << (e.uneven ? " (uneven)" : "") << " over " << e.group;
@@ -145,6 +150,7 @@ std::string Describe(const plan::ProgramEdit& e) {
       os << ": `" << e.argument << "`" << (e.element >= 0 ? "[" + std::to_string(e.element) + "]" : "") << " = " << e.new_value;
       break;
     case plan::ProgramEdit::Kind::kNormStats: os << " over a full width of " << e.new_value; break;
+    case plan::ProgramEdit::Kind::kHalo: os << ": " << e.new_value << " row(s) of each neighbour along dim " << e.dim; break;
   }
   return os.str();
 }

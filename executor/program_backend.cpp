@@ -22,7 +22,8 @@ std::pair<int64_t, int64_t> PieceOf(int64_t length, int64_t ranks, int64_t rank)
 
 }  // namespace
 
-at::Tensor ProgramBackend::Split(const at::Tensor& x, const plan::ProgramEdit& edit, const std::vector<int64_t>& parts) {
+at::Tensor ProgramBackend::Split(const at::Tensor& x, const plan::ProgramEdit& edit, const std::vector<int64_t>& parts,
+                                 const std::vector<int64_t>& unit) {
   const std::string where = Where(ctx_, edit.module, edit.origin);
   if (x.dim() != edit.rank) {
     throw ExecError(where + ": `" + edit.value + "` has rank " + std::to_string(x.dim()) + " but the plan splits a rank-" +
@@ -40,6 +41,33 @@ at::Tensor ProgramBackend::Split(const at::Tensor& x, const plan::ProgramEdit& e
   if (std::accumulate(streams.begin(), streams.end(), int64_t{0}) != length) {
     throw ExecError(where + ": `" + edit.value + "` has length " + std::to_string(length) + " along dim " +
                     std::to_string(edit.dim) + ", but its parts (" + c10::str(streams) + ") do not add up to it");
+  }
+  // A stream a view parts into rows is split in whole rows, alike on every rank (each knows the
+  // length and the row): every check below decides the same everywhere, so no rank is left waiting.
+  int64_t row = 1;
+  for (const int64_t u : unit) row *= u;
+  if (row > 1) {
+    const int64_t rows = length / row;
+    if (!parts.empty() || length % row != 0) {
+      throw ExecError(where + ": `" + edit.value + "` has length " + std::to_string(length) + " along dim " +
+                      std::to_string(edit.dim) + ", which is no number of whole rows of " + std::to_string(row) +
+                      " (the plan splits it in rows)");
+    }
+    if (rows < ranks * std::max<int64_t>(1, edit.min_rows)) {
+      throw ExecError(where + ": `" + edit.value + "` holds " + std::to_string(rows) + " row(s) of " + std::to_string(row) +
+                      " along dim " + std::to_string(edit.dim) + ", and each of the " + std::to_string(ranks) +
+                      " CP ranks (ring x ulysses) needs at least " + std::to_string(std::max<int64_t>(1, edit.min_rows)) +
+                      " (a convolution over them reads that many of each neighbour's); use at most " +
+                      std::to_string(rows / std::max<int64_t>(1, edit.min_rows)) + " CP ranks, or a larger input");
+    }
+    if (!edit.uneven && rows % ranks != 0) {
+      throw ExecError(where + ": `" + edit.value + "` holds " + std::to_string(rows) + " row(s) of " + std::to_string(row) +
+                      " along dim " + std::to_string(edit.dim) + ", not divisible by the CP degree " +
+                      std::to_string(ranks) + " (ring x ulysses); enable --ulysses-anything or --ring-anything for " +
+                      "uneven splits");
+    }
+    const auto [offset, rows_here] = PieceOf(rows, ranks, index);
+    return x.narrow(edit.dim, offset * row, rows_here * row);
   }
   std::vector<at::Tensor> local;
   int64_t start = 0;
@@ -271,6 +299,47 @@ at::Tensor ProgramBackend::AllReduce(at::Tensor x, const std::optional<at::Tenso
     return SumPartials(ctx_, dist::Axis::kCp, x, bias, where + ": all-reduce over the CP group of `" + edit.value + "`");
   }
   return SumPartials(ctx_, dist::Axis::kTp, x, bias, where + ": rowwise all-reduce of `" + edit.value + "`");
+}
+
+at::Tensor ProgramBackend::Halo(const at::Tensor& x, const plan::ProgramEdit& edit) {
+  const std::string where = Where(ctx_, edit.module, edit.origin);
+  const int64_t d = edit.dim, rows = edit.new_value;
+  if (x.dim() != edit.rank || d < 0 || d >= x.dim() || rows <= 0) {
+    throw ExecError(where + ": halo of " + std::to_string(rows) + " row(s) along dim " + std::to_string(d) + " of `" +
+                    edit.value + "`, a rank-" + std::to_string(x.dim()) + " tensor, but the plan was compiled for rank " +
+                    std::to_string(edit.rank));
+  }
+  const int n = ctx_.AxisSize(dist::Axis::kCp), r = ctx_.AxisRank(dist::Axis::kCp);
+  const int64_t length = x.size(d);
+  // Every rank holds the same number of rows (a view took them from whole rows of its tokens), so
+  // all ranks decide this alike and none is left waiting for a neighbour's rows.
+  if (length < rows && n > 1) {
+    throw ExecError(where + ": node `" + edit.node + "` convolves this rank's " + std::to_string(length) + " row(s) of `" +
+                    edit.value + "` along dim " + std::to_string(d) + " with a kernel reaching " + std::to_string(rows) +
+                    " row(s) past each end, which its neighbours must hold: with " + std::to_string(n) +
+                    " CP ranks each holds fewer; use a lower CP degree or a larger input");
+  }
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape[static_cast<size_t>(d)] = rows;
+  at::Tensor before = at::zeros(shape, x.options()), after = at::zeros(shape, x.options());
+  if (n > 1) {
+    std::vector<dist::DistContext::Send> sends;
+    std::vector<dist::DistContext::Recv> recvs;
+    if (r > 0) {
+      sends.push_back({x.narrow(d, 0, rows).contiguous(), r - 1});
+      recvs.push_back({before, r - 1});
+    }
+    if (r < n - 1) {
+      sends.push_back({x.narrow(d, length - rows, rows).contiguous(), r + 1});
+      recvs.push_back({after, r + 1});
+    }
+    try {
+      ctx_.SendRecv(dist::Axis::kCp, std::move(sends), std::move(recvs)).Wait();
+    } catch (const std::exception& e) {
+      throw ExecError(where + ": halo exchange of `" + edit.value + "` for node `" + edit.node + "` failed: " + ErrorText(e));
+    }
+  }
+  return at::cat({before, x, after}, d);
 }
 
 at::Tensor ProgramBackend::RmsNorm(const at::Tensor& x, int64_t normalized_dims, const std::optional<at::Tensor>& weight,

@@ -2,7 +2,8 @@
 
 // The runtime side of a plan's edits of a program (runtime/program/edit_backend.h) on the job's
 // mesh: splits keep this CP rank's slice, gathers all-gather over the CP group, attention runs
-// weft's Ulysses / ring / USP kernels, rowwise outputs and sharded RMS statistics are summed over
+// weft's Ulysses / ring / USP kernels, a convolution over a split grid gets its neighbours' rows,
+// rowwise outputs and sharded RMS statistics are summed over
 // the tp group -- exactly the collectives the compiler's cost section predicts.
 
 #include <map>
@@ -18,7 +19,8 @@ namespace weft::exec {
 class ProgramBackend : public interp::EditBackend {
  public:
   explicit ProgramBackend(dist::DistContext& ctx) : ctx_(ctx) {}
-  at::Tensor Split(const at::Tensor& x, const plan::ProgramEdit& edit, const std::vector<int64_t>& parts) override;
+  at::Tensor Split(const at::Tensor& x, const plan::ProgramEdit& edit, const std::vector<int64_t>& parts,
+                   const std::vector<int64_t>& unit) override;
   at::Tensor Gather(const at::Tensor& x, const plan::ProgramEdit& edit) override;
   at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                        const std::optional<at::Tensor>& attn_mask, std::optional<double> scale,
@@ -27,6 +29,8 @@ class ProgramBackend : public interp::EditBackend {
   at::Tensor AllReduce(at::Tensor x, const std::optional<at::Tensor>& bias, const plan::ProgramEdit& edit) override;
   at::Tensor RmsNorm(const at::Tensor& x, int64_t normalized_dims, const std::optional<at::Tensor>& weight,
                      std::optional<double> eps, const plan::ProgramEdit& edit) override;
+  // Each neighbour's edge rows exchanged point to point over the CP group (one SendRecv).
+  at::Tensor Halo(const at::Tensor& x, const plan::ProgramEdit& edit) override;
 
  private:
   at::Tensor InRankOrder(const at::Tensor& mask, const std::vector<int64_t>& parts, const plan::ProgramEdit& edit,

@@ -136,7 +136,8 @@ Hideable PriceCollectives(const plan::ExecutionPlan& plan, const MachineProfile&
       per_axis[c.axis] += t;
       if (c.axis == "weights") {
         h.weights_s += t;
-      } else if (op == "send_recv" && plan.mesh.rotate_method == plan::RotateMethod::kP2p) {
+      } else if (op == "send_recv" && c.axis == plan::kRingAxis && plan.mesh.rotate_method == plan::RotateMethod::kP2p) {
+        // The ring's K/V rotation, under the attention; a halo exchange (axis cp) blocks its convolution.
         h.ring_p2p_s += t;
       } else {
         r.comm_s += t;

@@ -189,6 +189,18 @@ void Explain(const plan::ExecutionPlan& p, const model::ModelGraph& graph, std::
           << slices.size() << "\n";
       for (const std::string& l : slices) out << "  " << l << "\n";
     }
+    // Convolutions over a split grid, each reading its neighbours' edge rows (one send_recv each).
+    std::vector<std::string> halos;
+    for (const plan::ProgramEdit& e : p.program->edits) {
+      if (e.kind != plan::ProgramEdit::Kind::kHalo) continue;
+      halos.push_back("node `" + e.node + "` reads " + std::to_string(e.new_value) + " row(s) of each neighbour's `" +
+                      e.value + "` d" + std::to_string(e.dim) + " (split by " +
+                      (e.module.empty() ? std::string("the root") : "`" + e.module + "`") + ")");
+    }
+    if (!halos.empty()) {
+      out << "convolutions over a split grid, with their neighbours' rows (a halo exchange each): " << halos.size() << "\n";
+      for (const std::string& l : halos) out << "  " << l << "\n";
+    }
   }
   if (p.weights) {
     int64_t sliced = 0;

@@ -77,6 +77,9 @@ struct CheckResult {
   // no attention: a split and its gather that only move tokens around cost collectives and shard
   // nothing that matters (SanaWM's split and gather of one Linear's output).
   int64_t cp_attention = -1;
+  // The most convolutions over a split grid that read their neighbours' rows (kHalo edits) at any
+  // clean combination.
+  int64_t halos = 0;
 };
 
 CheckResult Check(const std::string& plan_name, const std::string& text, const program::Program& program,
@@ -145,6 +148,9 @@ CheckResult Check(const std::string& plan_name, const std::string& text, const p
           });
           result.cp_attention = result.cp_attention < 0 ? n : std::min(result.cp_attention, n);
         }
+        const int64_t halos = std::count_if(compiled->program->edits.begin(), compiled->program->edits.end(),
+                                            [](const plan::ProgramEdit& e) { return e.kind == plan::ProgramEdit::Kind::kHalo; });
+        result.halos = std::max(result.halos, halos);
       } catch (const program::PlanEditError& e) {
         ReportPlanEditError(e, src, diags);
         result.whole_value = e.whole_value();
@@ -491,6 +497,13 @@ int RunSuggest(const SuggestOptions& o) {
     if (!s.tp_dropped.empty()) std::cerr << "\n  tensor parallel left out: " << s.tp_dropped;
     std::cerr << "\n";
     return 1;
+  }
+  // Convolutions the split passes by exchanging edge rows: said, since nothing in the rules shows it.
+  if (const CheckResult final_check = Check(plan_name, text, *p, graph, checked); final_check.halos > 0) {
+    s.notes.push_back(std::to_string(final_check.halos) + " convolution(s) over the split grid read one or more rows of " +
+                      "each neighbouring rank's part (a halo exchange before each, which the compiler inserts; `weft " +
+                      "explain` lists them); the split is made in whole rows of the grid");
+    text = program::RenderSuggestion(s, nullptr);
   }
   if (o.output.empty()) {
     std::cout << text;

@@ -304,6 +304,7 @@ constexpr std::pair<ProgramEdit::Kind, std::string_view> kEditKinds[] = {
     {ProgramEdit::Kind::kSplit, "split"},         {ProgramEdit::Kind::kGather, "gather"},
     {ProgramEdit::Kind::kAttention, "attention"}, {ProgramEdit::Kind::kAllReduce, "all_reduce"},
     {ProgramEdit::Kind::kArgument, "argument"},   {ProgramEdit::Kind::kNormStats, "norm_stats"},
+    {ProgramEdit::Kind::kHalo, "halo"},
 };
 }  // namespace
 

@@ -291,6 +291,9 @@ struct ProgramEdit {
                  // `new_value` (a head count of a reshape under tensor parallelism)
     kNormStats,  // `node` (an RMS norm over a tp-sharded width) takes its statistics over the tp group;
                  // `new_value` is the full normalized width
+    kHalo,       // `node`, a convolution whose input `value` is split along spatial dim `dim`, reads
+                 // it with `new_value` rows of each neighbouring CP rank's part on either side (zeros
+                 // beyond the first and last part) and pads none along `dim` itself
   };
   Kind kind = Kind::kSplit;
   std::string group = std::string(kCpGroup);  // kSplit: kCpGroup, kCfgAxis or kTpAxis (a whole value sliced where it meets tp-sharded heads); kGather: kCpGroup or kCfgAxis; kAllReduce: kTpAxis or kCpGroup
@@ -310,6 +313,12 @@ struct ProgramEdit {
   // in layout order. Each part is split on its own and this rank's parts concatenated, as the
   // ranks' K/V are laid out. Empty: the dim is one stream.
   std::vector<std::string> parts;
+  // kSplit over the CP group of a stream that a view parts into rows (shard_flow.h: Sana's tokens
+  // viewed as the latent grid): the symbolic ints, or integer literals, whose product is one row's
+  // length. Each rank takes whole rows (SplitSizes of the rows), at least `min_rows` of them (the
+  // widest halo a convolution over them reads). Empty: any length.
+  std::vector<std::string> unit;
+  int64_t min_rows = 0;
   // kAttention over a joint sequence with streams every rank holds whole: each such stream, in
   // layout order (runtime/attention AttentionWithWholeRows). Empty: every stream is split.
   std::vector<WholePart> whole_parts;

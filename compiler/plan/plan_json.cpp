@@ -158,6 +158,10 @@ J EditJson(const ProgramEdit& e) {
     j["scope"] = e.scope;
     if (e.after_producer) j["after_producer"] = true;
     if (!e.parts.empty()) j["parts"] = e.parts;
+    if (!e.unit.empty()) {
+      j["unit"] = e.unit;
+      j["min_rows"] = e.min_rows;
+    }
   }
   if (e.kind == ProgramEdit::Kind::kSplit || e.kind == ProgramEdit::Kind::kGather) {
     j["dim"] = e.dim;
@@ -192,6 +196,10 @@ J EditJson(const ProgramEdit& e) {
     if (e.group != kTpAxis) j["group"] = e.group;
   }
   if (e.kind == ProgramEdit::Kind::kNormStats) j["new_value"] = e.new_value;
+  if (e.kind == ProgramEdit::Kind::kHalo) {
+    j["dim"] = e.dim;
+    j["new_value"] = e.new_value;
+  }
   if (e.attention) j["attention"] = AttentionJson<J>(*e.attention);
   j["module"] = e.module;
   j["origin"] = OriginJson<J>(e.origin);
@@ -471,10 +479,11 @@ void ReadProgram(Reader& r, const OJson& j, ProgramEdits& out) {
     const OJson& e = (*edits)[i];
     if (!r.Object(e, ep)) continue;
     r.Keys(e, ep, {"kind", "value", "node", "scope", "after_producer", "dim", "rank", "uneven", "group", "argument",
-                   "element", "new_value", "bias", "parts", "whole_parts", "attention", "module", "origin"});
+                   "element", "new_value", "bias", "parts", "unit", "min_rows", "whole_parts", "attention", "module",
+                   "origin"});
     ProgramEdit edit;
     r.Enum(e, "kind", ep, edit.kind, ParseProgramEditKind,
-           "`split`, `gather`, `attention`, `all_reduce`, `argument` or `norm_stats`");
+           "`split`, `gather`, `attention`, `all_reduce`, `argument`, `norm_stats` or `halo`");
     r.Str(e, "value", ep, edit.value, false);
     r.Str(e, "node", ep, edit.node, false);
     r.Str(e, "scope", ep, edit.scope, false);
@@ -492,6 +501,8 @@ void ReadProgram(Reader& r, const OJson& j, ProgramEdits& out) {
     r.Int(e, "new_value", ep, edit.new_value, false);
     r.Str(e, "bias", ep, edit.bias, false);
     r.Strs(e, "parts", ep, edit.parts, "the name of a symbolic int", false);
+    r.Strs(e, "unit", ep, edit.unit, "the name of a symbolic int or an integer", false);
+    r.Int(e, "min_rows", ep, edit.min_rows, false);
     if (const OJson* held = r.Field(e, "whole_parts", ep, false); held != nullptr && r.Array(*held, Child(ep, "whole_parts"))) {
       for (size_t w = 0; w < held->size(); ++w) {
         const std::string wp = Child(Child(ep, "whole_parts"), w);

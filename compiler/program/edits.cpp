@@ -57,6 +57,18 @@ Node LengthNode(const std::string& name, const std::string& value, int64_t dim, 
   return n;
 }
 
+// `unit`: a split's row length as the product of these symbolic ints or integer literals.
+NamedArgument UnitArgument(const std::vector<std::string>& unit) {
+  NamedArgument a;
+  a.name = "unit";
+  a.arg.kind = Argument::Kind::kSymInts;
+  for (const std::string& u : unit) {
+    const bool literal = !u.empty() && u.find_first_not_of("0123456789") == std::string::npos;
+    a.arg.sym_ints.push_back(literal ? SymIntRef{false, "", std::stoll(u)} : SymIntRef{true, u, 0});
+  }
+  return a;
+}
+
 Node EditNode(const std::string& target, size_t edit, const std::string& input, const std::string& output, int32_t stack,
               const std::vector<std::string>& parts = {}) {
   Node n;
@@ -106,6 +118,13 @@ void EditArgument(Program& p, Node& n, const plan::ProgramEdit& e, size_t index,
                        n.name + "`, which is no integer there");
   }
   if (e.value.empty()) {
+    // -1: a view's split dim sized from this rank's part (shard_flow.h), which holds only when
+    // the part is whole rows of the dims after it.
+    if (e.new_value == -1 && !single) {
+      n.edit_requires = "the plan's split leaves this view the length of the split dim to infer from each rank's "
+                        "part, which must be whole rows of the dims after it: a CP degree (ring x ulysses) that "
+                        "divides the rows";
+    }
     if (arg->arg.kind == Argument::Kind::kInt) {
       arg->arg.i = e.new_value;
     } else if (arg->arg.kind == Argument::Kind::kInts) {
@@ -183,6 +202,34 @@ void EditArgument(Program& p, Node& n, const plan::ProgramEdit& e, size_t index,
   }
 }
 
+// Applies kHalo edit `e` (index `index`) to convolution `n`: its input (as renamed so far) goes
+// through `weft.halo`, which adds `e.new_value` rows of each neighbouring rank's part on either
+// side of dim `e.dim`, and the convolution pads none along that dim.
+void ReadWithHalo(Program& p, Node& n, const plan::ProgramEdit& e, size_t index, std::vector<Node>& nodes) {
+  const std::string where = p.Where();
+  NamedArgument* input = nullptr;
+  NamedArgument* padding = nullptr;
+  for (NamedArgument& in : n.inputs) {
+    if (in.name == "input" && in.arg.kind == Argument::Kind::kTensor) input = &in;
+    if (in.name == "padding" && in.arg.kind == Argument::Kind::kInts) padding = &in;
+  }
+  const size_t spatial = e.rank > 2 && e.dim >= 2 ? static_cast<size_t>(e.rank - 2) : 0;
+  const size_t at = static_cast<size_t>(e.dim) - 2;
+  if (input == nullptr || padding == nullptr || spatial == 0 || at >= spatial ||
+      (padding->arg.ints.size() != 1 && padding->arg.ints.size() != spatial)) {
+    throw ProgramError(where + ": the plan's halo edit for `" + e.module + "`" + RuleAt(e.origin) + " names node `" +
+                       n.name + "`, which is no convolution padded along dim " + std::to_string(e.dim) +
+                       " (compile the plan again)");
+  }
+  std::vector<int64_t>& pads = padding->arg.ints;
+  if (pads.size() == 1) pads.assign(spatial, pads[0]);
+  pads[at] = 0;
+  const std::string out = e.value + "@" + std::to_string(index);
+  nodes.push_back(EditNode(kHaloTarget, index, input->arg.name, out, n.stack));
+  if (const TensorMeta* meta = p.FindTensor(e.value)) p.tensor_values.emplace(out, *meta);
+  input->arg.name = out;
+}
+
 }  // namespace
 
 void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
@@ -219,6 +266,7 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
   std::map<std::string, std::pair<const char*, size_t>> retarget;
   std::map<std::string, std::vector<size_t>> arguments;       // node -> its argument edits
   std::map<std::string, size_t> reduced;                      // rowwise Linear node -> its all-reduce
+  std::map<std::string, size_t> halos;                        // convolution node -> its halo exchange
   for (size_t i = 0; i < edits.edits.size(); ++i) {
     const plan::ProgramEdit& e = edits.edits[i];
     const std::string rule = RuleAt(e.origin);
@@ -240,12 +288,15 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
       case Kind::kArgument:
       case Kind::kAllReduce:
       case Kind::kNormStats:
+      case Kind::kHalo:
         if (node_index.count(e.node) == 0) {
           throw ProgramError(where + ": the plan's " + std::string(plan::ProgramEditKindName(e.kind)) + " edit for `" +
                              e.module + "`" + rule + " names node `" + e.node + "`, which the program does not have");
         }
         if (e.kind == Kind::kArgument) {
           arguments[e.node].push_back(i);
+        } else if (e.kind == Kind::kHalo) {
+          halos[e.node] = i;
         } else if (e.kind == Kind::kAllReduce) {
           reduced[e.node] = i;
         } else {
@@ -285,13 +336,27 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
   };
   std::vector<Node> nodes;
   nodes.reserve(p.nodes.size() + edits.edits.size());
+  std::set<std::string> computed;  // symbolic ints the nodes so far compute
+  // A split made in rows reads the row's length where it is made: the program must have computed it.
+  auto with_unit = [&](Node split, const plan::ProgramEdit& e) {
+    if (e.unit.empty()) return split;
+    for (const std::string& u : e.unit) {
+      if (u.find_first_not_of("0123456789") != std::string::npos && !computed.count(u)) {
+        throw ProgramError(where + ": the plan's split of `" + e.value + "`" + RuleAt(e.origin) +
+                           " is made in whole rows of `" + u + "`, which the program computes only after it; split " +
+                           "the stream later (after `" + u + "` is computed)");
+      }
+    }
+    split.inputs.push_back(UnitArgument(e.unit));
+    return split;
+  };
   auto emit_after = [&](const std::string& value, int32_t stack) {
     auto it = after.find(value);
     if (it == after.end()) return;
     for (size_t i : it->second) {
       const plan::ProgramEdit& e = edits.edits[i];
       const std::string out = value + "@" + std::to_string(i);
-      nodes.push_back(EditNode(e.kind == Kind::kSplit ? kSplitTarget : kGatherTarget, i, current(value), out, stack, whole(e.parts)));
+      nodes.push_back(with_unit(EditNode(e.kind == Kind::kSplit ? kSplitTarget : kGatherTarget, i, current(value), out, stack, whole(e.parts)), e));
       if (const TensorMeta* meta = p.FindTensor(value)) p.tensor_values.emplace(out, *meta);
       renamed[value] = out;
     }
@@ -302,7 +367,8 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
     for (Scoped& s : scoped) {
       if (s.value != v || !NodeInModule(p, n, s.scope) || (!s.node.empty() && s.node != n.name)) continue;
       if (!s.emitted) {
-        nodes.push_back(EditNode(kSplitTarget, s.edit, current(v), s.renamed, n.stack, whole(edits.edits[s.edit].parts)));
+        nodes.push_back(with_unit(EditNode(kSplitTarget, s.edit, current(v), s.renamed, n.stack, whole(edits.edits[s.edit].parts)),
+                                  edits.edits[s.edit]));
         if (const TensorMeta* meta = p.FindTensor(v)) p.tensor_values.emplace(s.renamed, *meta);
         s.emitted = true;
       }
@@ -344,6 +410,7 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
         EditArgument(p, n, e, i, reads, nodes);
       }
     }
+    if (auto h = halos.find(n.name); h != halos.end()) ReadWithHalo(p, n, edits.edits[h->second], h->second, nodes);
     if (auto r = retarget.find(n.name); r != retarget.end()) {
       n.target = r->second.first;
       n.inputs.push_back(EditIndex(r->second.second));
@@ -385,6 +452,12 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
       for (const std::string& v : o.TensorNames()) produced.push_back(v);
     }
     const int32_t stack = n.stack;
+    for (const Argument& o : n.outputs) {
+      if (o.kind == Argument::Kind::kSymInt && !o.name.empty()) computed.insert(o.name);
+      for (const SymIntRef& r : o.sym_ints) {
+        if (r.is_name) computed.insert(r.name);
+      }
+    }
     nodes.push_back(std::move(n));
     if (reduce != reduced.end()) {
       const plan::ProgramEdit& e = edits.edits[reduce->second];

@@ -16,6 +16,9 @@
 //   norm stats the rms_norm's target becomes `weft.rms_norm` (same inputs, plus its edit): its
 //            mean of squares is taken over the tp group
 //   argument   a size argument of the node becomes a constant, or a symbolic size of a shard
+//   halo     `weft.halo(self, edit)` right before the convolution, on the input it reads: the
+//            neighbouring ranks' rows added on either side of the split dim; the convolution
+//            pads none along it
 //
 // New values are named `<value>@<edit index>`. `edit` is an integer input: the index of the
 // edit in ProgramEdits::edits, which the runtime reads its parameters from.
@@ -30,6 +33,7 @@ inline constexpr const char* kGatherTarget = "weft.gather";
 inline constexpr const char* kAttentionTarget = "weft.attention";
 inline constexpr const char* kAllReduceTarget = "weft.all_reduce";
 inline constexpr const char* kNormStatsTarget = "weft.rms_norm";
+inline constexpr const char* kHaloTarget = "weft.halo";
 
 // Throws ProgramError when `edits` were compiled against another program (its hash) or name a
 // value or node the program does not have.

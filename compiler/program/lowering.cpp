@@ -171,6 +171,21 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
     plan::AddCollective(key_sums[e.module], {plan::CollectiveOp::kAllReduce, std::string(plan::kCpGroup), 1,
                                              source::SaturatingMul(bytes, 2 * (cp - 1)) / cp});
   }
+  // Halo exchanges of convolutions over a split grid (ProgramBackend::Halo): each rank sends its
+  // first and last `new_value` rows to the ranks before and after it, one send_recv; priced for a
+  // rank with both neighbours (the ends send one side: on 2 ranks, each sends one).
+  std::map<std::string, std::vector<plan::Collective>> halos;
+  for (const plan::ProgramEdit& e : plan.program->edits) {
+    if (e.kind != plan::ProgramEdit::Kind::kHalo || cp <= 1) continue;
+    const TensorMeta* meta = p.FindTensor(e.value);
+    if (meta == nullptr || e.dim < 0 || e.dim >= static_cast<int64_t>(meta->sizes.size())) continue;
+    int64_t bytes = source::SaturatingMul(ScalarTypeBytes(meta->dtype), e.new_value * (cp > 2 ? 2 : 1));
+    for (size_t d = 0; d < meta->sizes.size(); ++d) {
+      if (static_cast<int64_t>(d) == e.dim) continue;
+      bytes = source::SaturatingMul(bytes, d == 0 ? plan::FirstCfgRankBatch(plan, meta->sizes[0].value) : meta->sizes[d].value);
+    }
+    plan::AddCollective(halos[e.module], {plan::CollectiveOp::kSendRecv, std::string(plan::kCpGroup), 1, bytes});
+  }
   // Streams every rank holds whole (runtime::AttentionWithWholeRows): per attention node, by module
   // in program order, the query and key rows they hold (q_before + q_after, kv_before + kv_after).
   // A count known only at run time (Mochi's valid text) is its hint: a nonzero's count at its
@@ -214,6 +229,12 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
   for (const plan::ModuleStep& s : plan.steps) step_weights += s.cost.weight_bytes;
   const model::Workload* w = graph.FindWorkload(plan.workload.name);
   bool changed = false;
+  for (plan::ModuleStep& s : plan.steps) {
+    auto h = halos.find(s.module);
+    if (h == halos.end()) continue;
+    for (const plan::Collective& x : h->second) plan::AddCollective(s.cost.collectives, plan::PerCall(x, s.calls));
+    changed = true;
+  }
   // The Q/K/V exchanges of attention on the ring and ulysses axes, which the graph view priced.
   auto drop_exchanges = [](std::vector<plan::Collective>& c) {
     c.erase(std::remove_if(c.begin(), c.end(),

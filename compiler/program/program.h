@@ -114,6 +114,9 @@ struct Node {
   std::vector<NamedArgument> inputs;
   std::vector<Argument> outputs;
   int32_t stack = -1;  // index into Program::module_stacks, -1 when the node has none
+  // What a plan's edit requires of the node at run time (compiler/program/edits.h), said when it
+  // fails there; "" for the program's own nodes.
+  std::string edit_requires;
 };
 
 // The graph signature's view of one graph input.

@@ -14,6 +14,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "compiler/program/equal_sizes.h"
 #include "compiler/program/expr.h"
 #include "compiler/program/local_sizes.h"
 #include "compiler/program/plan_edit_error.h"
@@ -118,7 +119,7 @@ class ShardFlow {
   ShardFlow(Axis axis, const plan::ExecutionPlan& plan, const Program& p, const plan::ProgramEdits& in,
             plan::ProgramEdits* out)
       : axis_(axis), plan_(plan), p_(p), in_(in), out_(out), tp_(plan.mesh.Tp()),
-        where_(p.Where()) {}
+        where_(p.Where()), spelling_(p) {}
 
   // Records in `record` each node that reads or writes a shard on this walk's axis (its bit:
   // kShardTp, kShardCp, kShardCfg), for ShardedNodes.
@@ -126,6 +127,16 @@ class ShardFlow {
 
   // Attention nodes over joint sequences with whole streams, and those streams (Run fills it).
   const std::map<std::string, std::vector<plan::WholePart>>& WholeParts() const { return whole_parts_; }
+
+  // Streams a view parts into rows (RecordRows), by their length's spelling (SizeSpelling).
+  struct RowsOfStream {
+    std::vector<std::string> unit;
+    std::string node;  // the first view that parts it
+  };
+  const std::map<std::string, RowsOfStream>& Rows() const { return rows_; }
+  // The most rows a convolution over a split grid reads of each neighbour (0: none).
+  int64_t WidestHalo() const { return widest_halo_; }
+  SizeSpelling& Spelling() { return spelling_; }
 
   void Run() {
     if (axis_ == Axis::kTp) {
@@ -928,8 +939,11 @@ class ShardFlow {
     }
     if (OneOf(t, {"conv1d.default", "conv2d.default", "conv3d.default", "convolution.default",
                   "conv_transpose1d.default", "conv_transpose2d.input", "conv_transpose3d.input"})) {
-      // Each sample apart (N, C, ...): a sharding of the batch passes; channels and the spatial
-      // dims are mixed by the kernel.
+      // Each sample apart (N, C, ...): a sharding of the batch passes; channels are mixed by the
+      // kernel; a split spatial dim needs its neighbours' rows (SplitConvolution).
+      if (axis_ == Axis::kCp && TensorArg(n, "input") == value && s.dim >= 2 && in.size() == 1) {
+        return SplitConvolution(n, value, s);
+      }
       if (TensorArg(n, "input") != value || s.dim != 0 || in.size() > 1) {
         Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "a convolution mixes its channels and neighbouring positions");
       }
@@ -964,6 +978,68 @@ class ShardFlow {
     }
     if (ss->dim == k) Refuse(EditCheck::kTpReducesShardedDim, n, self, *ss, "it picks indices along the sharded dim");
     return SetLike(out, ss->dim < k ? ss->dim : ss->dim - 1 + Rank(idx), *ss);
+  }
+
+  // A convolution over a context-parallel split of spatial dim `s.dim` (Sana's Mix-FFN: its tokens
+  // viewed as the latent grid, a 3x3 depthwise kernel over it): each output row reads the input
+  // rows within the kernel's reach, so a rank's first and last output rows need rows its neighbours
+  // hold. With stride 1 and the padding that keeps the length (dilation x (kernel - 1) / 2 on each
+  // side), the rank's part padded with that many rows of each neighbour -- zeros beyond the first
+  // and the last part, which are the convolution's own zero padding -- convolved without padding
+  // along the dim gives exactly its part of the output: a kHalo edit (the runtime exchanges the
+  // rows point to point). A pointwise kernel along the dim (1, no padding) needs none. Anything else
+  // (a stride, a padding that changes the length, a transposed convolution, a split holding several
+  // streams) is refused by name.
+  void SplitConvolution(const Node& n, const std::string& value, const Sharding& s) {
+    const std::string out = Outputs(n)[0];
+    const bool plain = OneOf(n.target, {"conv1d.default", "conv2d.default", "conv3d.default"});
+    const Argument* transposed = Arg(n, "transposed");
+    if (!plain && (n.target != "torch.ops.aten.convolution.default" || transposed == nullptr ||
+                   transposed->kind != AK::kBool || transposed->b)) {
+      Refuse(EditCheck::kCpReducesSplitDim, n, value, s, "a transposed convolution spreads each input row over several output rows");
+    }
+    if (s.blocks.size() != 1 || s.HasWhole()) {
+      Refuse(EditCheck::kCpReducesSplitDim, n, value, s, "a convolution over a split dim that lays out several streams mixes them at their bounds");
+    }
+    const std::vector<int64_t> weight = Sizes(TensorArg(n, "weight"));
+    const size_t d = static_cast<size_t>(s.dim);
+    const size_t spatial = d - 2;  // the dim's index among the spatial dims
+    if (weight.size() <= d) Refuse(EditCheck::kCpUnsupportedOperator, n, value, s, "the program records no kernel size for it");
+    const int64_t kernel = weight[d];
+    // stride, padding and dilation: one value per spatial dim, or one for all.
+    auto at = [&](const char* name, int64_t absent) {
+      const std::vector<int64_t> v = IntsArg(n, name);
+      if (v.empty()) return absent;
+      return v.size() == 1 ? v[0] : spatial < v.size() ? v[spatial] : std::numeric_limits<int64_t>::min();
+    };
+    const int64_t stride = at("stride", 1), padding = at("padding", 0), dilation = at("dilation", 1);
+    for (const auto& [name, v] : {std::pair<const char*, int64_t>{"stride", stride}, {"padding", padding}, {"dilation", dilation}}) {
+      if (v == std::numeric_limits<int64_t>::min()) {
+        Refuse(EditCheck::kCpUnsupportedOperator, n, value, s, std::string("its ") + name + " along the split dim is no constant");
+      }
+    }
+    if (stride != 1) {
+      Refuse(EditCheck::kCpReducesSplitDim, n, value, s,
+             "it strides " + std::to_string(stride) + " along the split dim (each rank's part would start off the grid)");
+    }
+    if (2 * padding != dilation * (kernel - 1)) {
+      Refuse(EditCheck::kCpReducesSplitDim, n, value, s,
+             "its kernel of " + std::to_string(kernel) + " (dilation " + std::to_string(dilation) + ") pads " +
+                 std::to_string(padding) + " along the split dim, which changes its length; weft exchanges the rows of " +
+                 "a convolution that keeps it");
+    }
+    if (padding > 0) {
+      widest_halo_ = std::max(widest_halo_, padding);
+      plan::ProgramEdit e;
+      e.kind = Kind::kHalo;
+      e.node = n.name;
+      e.value = value;
+      e.dim = s.dim;
+      e.rank = Rank(value);
+      e.new_value = padding;
+      Edit(std::move(e), s.rule);
+    }
+    SetLike(out, s.dim, s);
   }
 
   // Node `n` sums over split tokens (`out` each rank's partial sum): the compiler sums the parts
@@ -1184,12 +1260,15 @@ class ShardFlow {
   // scoped split over tp -- the same slice the colwise weight gave the other operand, since both
   // hold the dim whole in one block, split evenly in rank order. False where that does not hold
   // (several blocks, a size that is not the whole dim, or not a multiple of tp): refused as before.
-  bool SliceWholeOperand(const Node& n, const std::string& v, int64_t d, const Sharding& shard) {
+  // `symbolic_ok`: a size the export computed (an attention mask's heads, `2 * s78 // s47` where the
+  // guards make the batches equal) is taken at its hint; the attention itself then checks that the
+  // mask's heads meet the queries' at run time.
+  bool SliceWholeOperand(const Node& n, const std::string& v, int64_t d, const Sharding& shard, bool symbolic_ok = false) {
     if (shard.blocks.size() != 1 || shard.HasWhole() || shard.blocks[0] % tp_ != 0) return false;
     const TensorMeta* meta = p_.FindTensor(v);
     if (meta == nullptr || d >= static_cast<int64_t>(meta->sizes.size())) return false;
     const SymInt& size = meta->sizes[static_cast<size_t>(d)];
-    if (size.symbolic || size.value != shard.blocks[0]) return false;
+    if ((size.symbolic && !symbolic_ok) || size.value != shard.blocks[0]) return false;
     plan::ProgramEdit e;
     e.kind = Kind::kSplit;
     e.group = std::string(plan::kTpAxis);
@@ -1226,6 +1305,7 @@ class ShardFlow {
     }
     if (reach < through) {  // split: the sharded dim becomes b[j] outer parts (the heads)
       const int64_t inner = through / reach;
+      if (!Tp()) RecordRows(n, value, s, a.size(), b, j, inner);
       for (int64_t& block : blocks) {
         if (block % (Tp() ? inner * tp_ : inner) != 0) {
           Refuse(EditCheck::kTpReducesShardedDim, n, value, s,
@@ -1289,6 +1369,55 @@ class ShardFlow {
     if (!outs.empty()) Set(outs[0], static_cast<int64_t>(j), std::move(blocks), s.rule);
   }
 
+  // A context-parallel split of one stream that a view parts into (rows, the row's dims) with the
+  // split on the rows: each rank must hold whole rows, so the split is made in rows (the split
+  // edit's `unit`, the product of the sizes this view gives the row's dims -- symbols the program
+  // computes from its inputs, or constants). Recorded by the stream's length, for every split of it
+  // (AddSplitDataflowEdits). A row whose size the view infers (-1) leaves no unit: the view then
+  // checks the parts at run time. Two views parting the stream into rows of different lengths
+  // are refused: no one split gives both whole rows.
+  void RecordRows(const Node& n, const std::string& value, const Sharding& s, size_t in_rank, const std::vector<int64_t>& b,
+                  size_t j, int64_t inner) {
+    if (s.blocks.size() != 1 || s.HasWhole()) return;
+    const TensorMeta* m = p_.FindTensor(value);
+    if (m == nullptr || static_cast<size_t>(s.dim) >= m->sizes.size() || !m->sizes[static_cast<size_t>(s.dim)].symbolic) return;
+    const bool unflatten = n.target == "torch.ops.aten.unflatten.int";
+    const char* name = unflatten ? "sizes" : n.target == "torch.ops.aten.reshape.default" ? "shape" : "size";
+    const Argument* arg = Arg(n, name);
+    if (arg == nullptr) return;
+    const int64_t offset = unflatten ? Norm(IntArg(n, "dim").value_or(0), static_cast<int64_t>(in_rank)) : 0;
+    std::vector<std::string> unit;
+    int64_t product = 1;
+    for (size_t k = j + 1; k < b.size() && product < inner; ++k) {
+      product *= b[k];
+      const int64_t element = static_cast<int64_t>(k) - offset;
+      if (element < 0) return;
+      if (arg->kind == AK::kInts && element < static_cast<int64_t>(arg->ints.size())) {
+        if (arg->ints[static_cast<size_t>(element)] < 1) return;
+        unit.push_back(std::to_string(arg->ints[static_cast<size_t>(element)]));
+      } else if (arg->kind == AK::kSymInts && element < static_cast<int64_t>(arg->sym_ints.size())) {
+        const SymIntRef& r = arg->sym_ints[static_cast<size_t>(element)];
+        if (!r.is_name && r.value < 1) return;
+        unit.push_back(r.is_name ? r.name : std::to_string(r.value));
+      } else {
+        return;
+      }
+    }
+    if (product != inner) return;
+    const std::string key = spelling_.Expression(m->sizes[static_cast<size_t>(s.dim)]);
+    auto [it, added] = rows_.emplace(key, RowsOfStream{unit, n.name});
+    if (!added && it->second.unit != unit) {
+      auto text = [](const std::vector<std::string>& u) {
+        std::string t;
+        for (const std::string& x : u) t += (t.empty() ? "" : " x ") + x;
+        return t;
+      };
+      Refuse(EditCheck::kCpReducesSplitDim, n, value, s,
+             "it parts the split dim into rows of " + text(unit) + ", and node `" + it->second.node +
+                 "` parts the same stream into rows of " + text(it->second.unit) + ": no one split gives both whole rows");
+    }
+  }
+
   // True when a reshape parts the sharded dim into (its blocks, one block's length) at output dims
   // `j`, `j + 1`: every block as long, one per index of dim `j`.
   static bool UnmergesBlocks(const Sharding& s, const std::vector<int64_t>& b, size_t j) {
@@ -1310,8 +1439,14 @@ class ShardFlow {
 
   // The size a view gives the split dim (output dim `j`) must be the local one: -1, a size read
   // off a shard (sym_size of a split and sizes computed from it), or one local_sizes.h rewrites.
-  // A constant or a forward argument (TransformerTemporal's `num_frames`) is the full length:
-  // every rank would fail, or regroup rows across the split.
+  // A constant or a size the whole tensors give (a forward argument, TransformerTemporal's
+  // `num_frames`; Sana's latent height, read off the input image) is the full length, on which
+  // every rank would fail. Where the view gives every other dim its size, it becomes -1: the view
+  // takes the split dim's local length from the elements this rank holds (Sana's tokens viewed as
+  // the latent grid, (H x W) -> (H, W), the split on the rows). That needs each rank's part to be
+  // whole rows of the dims after it, which the view itself checks at run time (a part of 6 tokens
+  // is no number of rows of 4: the CP degree must divide the rows). With another size inferred
+  // too, it is refused.
   void FullSizeOfSplitDim(const Node& n, const char* name, bool unflatten, size_t in_rank, size_t j,
                           const std::string& value, const Sharding& s, const std::vector<int64_t>& out_blocks) {
     const Argument* arg = Arg(n, name);
@@ -1347,8 +1482,30 @@ class ShardFlow {
       full = "the constant " + std::to_string(*constant);
     }
     if (full.empty()) return;
+    if (element >= 0 && !InfersASize(*arg, element)) {
+      plan::ProgramEdit e;
+      e.kind = Kind::kArgument;
+      e.group = std::string(Group());
+      e.node = n.name;
+      e.argument = name;
+      e.element = element;
+      e.new_value = -1;
+      return Edit(std::move(e), s.rule);
+    }
     Refuse(EditCheck::kTpReducesShardedDim, n, value, s,
            "it gives the split dim " + full + ", the full length (each rank holds only its part)");
+  }
+
+  // True when a view's sizes `arg` give -1 (a size inferred from the others) at an element other
+  // than `element`.
+  static bool InfersASize(const Argument& arg, int64_t element) {
+    for (size_t i = 0; i < arg.ints.size(); ++i) {
+      if (static_cast<int64_t>(i) != element && arg.ints[i] == -1) return true;
+    }
+    for (size_t i = 0; i < arg.sym_ints.size(); ++i) {
+      if (static_cast<int64_t>(i) != element && !arg.sym_ints[i].is_name && arg.sym_ints[i].value == -1) return true;
+    }
+    return false;
   }
 
   void Slice(const Node& n, const std::string& value, const Sharding& s) {
@@ -1566,6 +1723,12 @@ class ShardFlow {
     if (!mask.empty()) {
       if (Tp() && sm != nullptr) Refuse(EditCheck::kTpAttentionHeadsMismatch, n, mask, *sm, "its mask is tp-sharded");
       const int64_t d = dim - (4 - Rank(mask));  // the mask's dim that broadcasts along `dim`
+      // A whole mask laid out per head (diffusers' prepare_attention_mask repeats the text mask per
+      // head, Sana's cross-attention): each rank reads its heads' block of it, as its colwise
+      // projections hold those heads.
+      if (Tp() && sm == nullptr && d >= 0 && !StaticOne(mask, d) && SliceWholeOperand(n, mask, d, *sq, /*symbolic_ok=*/true)) {
+        return SetLike(Outputs(n)[0], dim, *any);
+      }
       if (sm == nullptr && d >= 0 && !StaticOne(mask, d)) {
         Refuse(Tp() ? EditCheck::kTpAttentionHeadsMismatch : EditCheck::kTpColwiseEscapes, n, q, *sq,
                "its mask `" + mask + "` " + mask_whole);
@@ -1799,6 +1962,9 @@ class ShardFlow {
   std::map<std::string, size_t> local_repeats_;  // repeat_interleave node whose count local_sizes.h made local -> rule
   // The first shard made of each list of constant-length blocks, and its dim (LocalConstant).
   std::map<std::vector<int64_t>, std::pair<std::string, int64_t>> constant_blocks_;
+  SizeSpelling spelling_;
+  std::map<std::string, RowsOfStream> rows_;  // RecordRows
+  int64_t widest_halo_ = 0;
 };
 
 }  // namespace
@@ -1823,6 +1989,18 @@ void AddSplitDataflowEdits(const plan::ExecutionPlan& plan, const Program& progr
     if (auto it = cp.WholeParts().find(e.node); it != cp.WholeParts().end()) e.whole_parts = it->second;
   }
   for (plan::ProgramEdit& e : added.edits) edits.edits.push_back(std::move(e));
+  // Every split of a stream some view parts into rows is made in those rows, alike on every rank
+  // (the tokens, and the whole tables sliced to meet them).
+  if (cp.Rows().empty()) return;
+  for (plan::ProgramEdit& e : edits.edits) {
+    if (e.kind != Kind::kSplit || e.group != plan::kCpGroup || !e.parts.empty()) continue;
+    const TensorMeta* m = program.FindTensor(e.value);
+    if (m == nullptr || e.dim < 0 || static_cast<size_t>(e.dim) >= m->sizes.size()) continue;
+    auto it = cp.Rows().find(cp.Spelling().Expression(m->sizes[static_cast<size_t>(e.dim)]));
+    if (it == cp.Rows().end()) continue;
+    e.unit = it->second.unit;
+    e.min_rows = std::max<int64_t>(1, cp.WidestHalo());
+  }
 }
 
 std::unordered_map<std::string, uint8_t> ShardedNodes(const plan::ExecutionPlan& plan, const Program& program,

@@ -341,8 +341,7 @@ class Suggester {
 
   // A linear attention (Sana's ReLU kernel): `scores = V @ K` sums over the keys (V: (B, H, D', S),
   // K: (B, H, S, D)), then `out = scores @ Q` (Q: (B, H, D, S)), with no softmax between. Its
-  // tokens can be split: the key sums are all-reduced over the CP group (shard_flow.h). Used for
-  // the attention islands only.
+  // tokens can be split: the key sums are all-reduced over the CP group (shard_flow.h).
   void FindLinearAttention() {
     for (size_t i = 0; i < p_.nodes.size(); ++i) {
       const Node& n = p_.nodes[i];
@@ -370,6 +369,17 @@ class Suggester {
       if (Key(v->sizes[3]) != site.k_len) continue;  // the sum runs over the keys' tokens
       site.heads = q->sizes[1].symbolic ? 0 : q->sizes[1].value;
       site.self = site.q_len == site.k_len;
+      // Its tokens are a sequence to split through the model like a softmax attention's (Sana's
+      // blocks pass a split on, their Mix-FFN convolution exchanging the grid's edge rows).
+      if (site.self) {
+        tokens_.insert(site.q_len);
+        auto& t = terms_[site.q_len];
+        for (const std::string& term : Expr::Parse(q->sizes[3].expr).SumTerms()) {
+          const std::string tk = Find(SumKey({term}));
+          t.insert(tk);
+          tokens_.insert(tk);
+        }
+      }
       linear_sites_.push_back(std::move(site));
     }
   }
@@ -1017,10 +1027,12 @@ class Suggester {
                          "clone.default", "to.dtype", "_to_copy.default", "type_as.default", "unsqueeze.default",
                          "squeeze.dim", "alias.default", "detach.default", "slice.Tensor", "select.int",
                          "split_with_sizes.default", "split.Tensor", "chunk.default", "view_as_complex.default",
-                         "view_as_real.default", "empty_like.default", "unbind.int", "index.Tensor"}) ||
+                         "view_as_real.default", "empty_like.default", "unbind.int", "index.Tensor", "pad.default",
+                         "constant_pad_nd.default"}) ||
                  n->target == "_operator.getitem") {
         // index.Tensor: the rows a mask keeps (Mochi's valid text tokens, `encoder_query[:, :, idx]`)
-        // -- its data comes from `self`, the first input.
+        // -- its data comes from `self`, the first input; so does a pad's (Sana's linear attention
+        // pads its values with a row of ones).
         const std::vector<std::string> ins = TensorInputs(*n);
         if (!ins.empty()) next.push_back(ins[0]);
       } else if (Is(*n, {"mul.Tensor", "add.Tensor", "sub.Tensor", "neg.default", "cat.default", "stack.default",
@@ -1035,7 +1047,8 @@ class Suggester {
     }
   }
 
-  // The Linears that read `value` through reshapes and slices (rowwise); a concatenation along
+  // The Linears that read `value` through reshapes, slices and a division (a linear attention's
+  // normalization) (rowwise); a concatenation along
   // the features on the way packs the attention's output with another stream, whose Linear is
   // colwise.
   void TraceConsumers(const std::string& value, const std::string& owner, const std::string& why,
@@ -1083,7 +1096,8 @@ class Suggester {
         } else if (Is(n, {"view.default", "reshape.default", "_unsafe_view.default", "flatten.using_ints",
                           "transpose.int", "permute.default", "contiguous.default", "clone.default", "to.dtype",
                           "_to_copy.default", "type_as.default", "slice.Tensor", "split_with_sizes.default",
-                          "split.Tensor", "add.Tensor", "pad.default", "constant_pad_nd.default"}) ||
+                          "split.Tensor", "add.Tensor", "pad.default", "constant_pad_nd.default",
+                          "div.Tensor"}) ||
                    n.target == "_operator.getitem") {
           next = OutputsOf(n);
         }
@@ -1174,13 +1188,19 @@ class Suggester {
   void TensorParallel() {
     std::vector<TpModule> found;
     int64_t heads = 0;
-    for (const Site& x : sites_) {
+    // Softmax attention, and linear self-attention (its heads as apart as a softmax's: Sana's V^T K
+    // sums run per head).
+    std::vector<Site> sites = sites_;
+    for (const Site& x : linear_sites_) {
+      if (x.self && x.heads > 0) sites.push_back(x);
+    }
+    for (const Site& x : sites) {
       const std::string owner = GlobOfPath(x.module);
-      const std::string node = p_.nodes[x.node].name;
-      TraceProducers(x.q, owner, "its output becomes the queries of `" + node + "` (heads split over tp)", found);
-      TraceProducers(x.k, owner, "its output becomes the keys of `" + node + "`", found);
-      TraceProducers(x.v, owner, "its output becomes the values of `" + node + "`", found);
-      TraceConsumers(x.out, owner, "it reads the output of `" + node + "` (partial sums all-reduced over tp)", found);
+      const std::string node = (x.q_token_dim == 3 ? "the linear attention `" : "`") + p_.nodes[x.node].name;
+      TraceProducers(x.q, owner, "its output becomes the queries of " + node + "` (heads split over tp)", found);
+      TraceProducers(x.k, owner, "its output becomes the keys of " + node + "`", found);
+      TraceProducers(x.v, owner, "its output becomes the values of " + node + "`", found);
+      TraceConsumers(x.out, owner, "it reads the output of " + node + "` (partial sums all-reduced over tp)", found);
       heads = heads == 0 ? x.heads : std::gcd(heads, x.heads);
     }
     std::set<std::string> taken;

@@ -17,8 +17,10 @@ class EditBackend {
  public:
   virtual ~EditBackend() = default;
   // This CP rank's part of `x` along edit.dim (weft.split); with `parts` (the full lengths of
-  // the streams laid out along that dim, edit.parts), this rank's part of each, concatenated.
-  virtual at::Tensor Split(const at::Tensor& x, const plan::ProgramEdit& edit, const std::vector<int64_t>& parts) = 0;
+  // the streams laid out along that dim, edit.parts), this rank's part of each, concatenated;
+  // with `unit` (factors of a row's length, edit.unit), in whole rows.
+  virtual at::Tensor Split(const at::Tensor& x, const plan::ProgramEdit& edit, const std::vector<int64_t>& parts,
+                           const std::vector<int64_t>& unit) = 0;
   // `x` all-gathered along edit.dim over the CP group (weft.gather).
   virtual at::Tensor Gather(const at::Tensor& x, const plan::ProgramEdit& edit) = 0;
   // scaled_dot_product_attention(q, k, v, attn_mask, scale) as edit.attention says, q/k/v in the
@@ -35,6 +37,11 @@ class EditBackend {
   virtual at::Tensor AllReduce(at::Tensor x, const std::optional<at::Tensor>& bias, const plan::ProgramEdit& edit) = 0;
   // rms_norm(x, normalized_shape, weight, eps) whose normalized width (edit.new_value elements in
   // full) is sharded over the tp group: the mean of squares is taken over the group (weft.rms_norm).
+  // `x`, split over the CP group along spatial dim edit.dim in CP rank order, with edit.new_value
+  // rows of each neighbouring rank's part added on either side of it (zeros before the first part
+  // and after the last): what a convolution over the whole dim reads for this rank's output rows
+  // (weft.halo).
+  virtual at::Tensor Halo(const at::Tensor& x, const plan::ProgramEdit& edit) = 0;
   virtual at::Tensor RmsNorm(const at::Tensor& x, int64_t normalized_dims, const std::optional<at::Tensor>& weight,
                              std::optional<double> eps, const plan::ProgramEdit& edit) = 0;
 };

@@ -523,8 +523,11 @@ void PrepareEdit(Impl& impl, size_t n, Instr& instr) {
   } else if (node.target == program::kSplitTarget || node.target == program::kGatherTarget) {
     instr.args = {tensor("self", false)};
     instr.args.push_back(parts_of());
+    instr.args.push_back(parts_of("unit"));  // a split in whole rows: the row's length, as factors
   } else if (node.target == program::kAllReduceTarget) {
     instr.args = {tensor("self", false), tensor("bias", true)};
+  } else if (node.target == program::kHaloTarget) {
+    instr.args = {tensor("self", false)};
   } else if (node.target == program::kNormStatsTarget) {
     instr.args = {tensor("input", false), tensor("weight", true)};
     Source dims;  // how many trailing dims it normalizes
@@ -939,13 +942,15 @@ std::vector<at::Tensor> Interpreter::Run(const std::vector<c10::IValue>& user_in
           at::Tensor out;
           const plan::ProgramEdit& e = *instr.edit;
           if (e.kind == plan::ProgramEdit::Kind::kSplit) {
-            out = impl.options.backend->Split(stack[0].toTensor(), e, stack[1].toIntVector());
+            out = impl.options.backend->Split(stack[0].toTensor(), e, stack[1].toIntVector(), stack[2].toIntVector());
           } else if (e.kind == plan::ProgramEdit::Kind::kGather) {
             out = impl.options.backend->Gather(stack[0].toTensor(), e);
           } else if (e.kind == plan::ProgramEdit::Kind::kAllReduce) {
             std::optional<at::Tensor> bias;
             if (!stack[1].isNone()) bias = stack[1].toTensor();
             out = impl.options.backend->AllReduce(stack[0].toTensor(), bias, e);
+          } else if (e.kind == plan::ProgramEdit::Kind::kHalo) {
+            out = impl.options.backend->Halo(stack[0].toTensor(), e);
           } else if (e.kind == plan::ProgramEdit::Kind::kNormStats) {
             std::optional<at::Tensor> weight;
             if (!stack[1].isNone()) weight = stack[1].toTensor();
@@ -979,7 +984,9 @@ std::vector<at::Tensor> Interpreter::Run(const std::vector<c10::IValue>& user_in
         }
       }
     } catch (const c10::Error& e) {
-      throw ProgramError(impl.NodeWhere(instr.node) + ": " + e.what_without_backtrace());
+      const std::string& needs = impl.program->nodes[instr.node].edit_requires;
+      throw ProgramError(impl.NodeWhere(instr.node) + ": " + e.what_without_backtrace() +
+                         (needs.empty() ? "" : " (" + needs + ")"));
     }
     for (size_t r = 0; r < instr.out_slots.size() && r < stack.size(); ++r) {
       c10::IValue& v = stack[r];

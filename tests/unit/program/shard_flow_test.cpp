@@ -1084,5 +1084,123 @@ TEST(LocalSizes, RowsRepeatedTheSplitsLengthAreBuiltAtTheLocalCount) {
                 "blocks [8, 8]; its split comes from the plan's rule for the root (rule at plan.weft:5:5)");
 }
 
+// Sana's Mix-FFN on a split sequence: the tokens (2, h x w, 4) viewed as the latent grid (2, h, w, 4)
+// with the row count `h` read off a whole input, moved to (2, 4, h, w), a 3x3 depthwise convolution
+// padded by 1, and back. The view's row count becomes -1 (this rank's rows, from its tokens), the
+// convolution reads 1 row of each neighbour (a halo edit, its input and dim), and the split is made
+// in whole rows of `w` with at least 1 per rank. A stride, a padding that changes the length, or a
+// transposed convolution along the split rows is refused by name.
+Builder GridConvolution(const std::vector<NamedArgument>& conv_arguments, const std::string& target = "conv2d.default") {
+  Builder b(/*bare=*/true);
+  b.Input("x", {2, 16, 4}, InputSpec::Kind::kUserInput, "");
+  b.p.tensor_values["x"].sizes[1] = SymInt{true, 16, "Mul(Symbol('s0', positive=True, integer=True), "
+                                                     "Symbol('s1', positive=True, integer=True))"};
+  b.Input("grid", {1, 1, 4, 4}, InputSpec::Kind::kUserInput, "");
+  b.p.tensor_values["grid"].sizes[2] = Sym("s0", 4);
+  b.p.tensor_values["grid"].sizes[3] = Sym("s1", 4);
+  b.Input("k", {4, 1, 3, 3}, InputSpec::Kind::kParameter, "conv.weight");
+  for (const auto& [name, dim] : {std::pair<const char*, int64_t>{"h", 2}, {"w", 3}}) {
+    b.Add(std::string(name) + "_node", "sym_size.int", {In("self", Tensor("grid")), In("dim", Int(dim))}, {});
+    Argument out;
+    out.kind = AK::kSymInt;
+    out.sym_ints = {SymIntRef{true, name, 0}};
+    b.p.nodes.back().outputs = {out};
+    b.p.sym_int_values[name] = Sym(dim == 2 ? "s0" : "s1", 4);
+  }
+  b.Add("x2", "clone.default", {In("self", Tensor("x"))}, {2, 16, 4});
+  b.p.tensor_values["x2"].sizes[1] = b.p.tensor_values["x"].sizes[1];
+  Argument grid;
+  grid.kind = AK::kSymInts;
+  grid.sym_ints = {SymIntRef{false, "", 2}, SymIntRef{true, "h", 0}, SymIntRef{true, "w", 0}, SymIntRef{false, "", 4}};
+  b.Add("v", "view.default", {In("self", Tensor("x2")), In("size", grid)}, {2, 4, 4, 4});
+  b.Add("pm", "permute.default", {In("self", Tensor("v")), In("dims", Ints({0, 3, 1, 2}))}, {2, 4, 4, 4});
+  std::vector<NamedArgument> conv = {In("input", Tensor("pm")), In("weight", Tensor("k"))};
+  conv.insert(conv.end(), conv_arguments.begin(), conv_arguments.end());
+  b.Add("c", target, conv, {2, 4, 4, 4});
+  b.Add("f", "flatten.using_ints", {In("self", Tensor("c")), In("start_dim", Int(2)), In("end_dim", Int(3))}, {2, 4, 16});
+  b.Add("t", "permute.default", {In("self", Tensor("f")), In("dims", Ints({0, 2, 1}))}, {2, 16, 4});
+  b.p.tensor_values["t"].sizes[1] = b.p.tensor_values["x"].sizes[1];
+  b.Output("t");
+  return b;
+}
+
+TEST(ShardFlow, AConvolutionOverSplitRowsReadsItsNeighboursRows) {
+  const std::vector<NamedArgument> same = {In("stride", Ints({1, 1})), In("padding", Ints({1, 1})),
+                                           In("dilation", Ints({1, 1})), In("groups", Int(4))};
+  Builder b = GridConvolution(same);
+  // Split where `x2` is made, after the program computes the row's length `w`.
+  plan::ProgramEdits edits = SplitX(1, 3);
+  edits.edits[0].value = "x2";
+  edits.edits[0].after_producer = true;
+  edits.edits.push_back(GatherOf("t", 1, 3, 6));
+  plan::ProgramEdits at_input = SplitX(1, 3);
+  at_input.edits.push_back(GatherOf("t", 1, 3, 6));
+  AddSplitDataflowEdits(Mesh(plan::kUlyssesAxis), b.p, edits);
+  AddSplitDataflowEdits(Mesh(plan::kUlyssesAxis), b.p, at_input);
+  ASSERT_EQ(edits.edits.size(), 4u);
+  EXPECT_EQ(edits.edits[0].unit, (std::vector<std::string>{"w"}));  // the split, in whole rows of w
+  EXPECT_EQ(edits.edits[0].min_rows, 1);
+  const plan::ProgramEdit& rows = edits.edits[2];
+  EXPECT_EQ(rows.kind, plan::ProgramEdit::Kind::kArgument);
+  EXPECT_EQ(rows.node, "v");
+  EXPECT_EQ(rows.argument, "size");
+  EXPECT_EQ(rows.element, 1);
+  EXPECT_EQ(rows.new_value, -1);
+  EXPECT_TRUE(rows.value.empty());
+  const plan::ProgramEdit& halo = edits.edits[3];
+  EXPECT_EQ(halo.kind, plan::ProgramEdit::Kind::kHalo);
+  EXPECT_EQ(halo.node, "c");
+  EXPECT_EQ(halo.value, "pm");
+  EXPECT_EQ(halo.dim, 2);
+  EXPECT_EQ(halo.new_value, 1);
+  EXPECT_EQ(halo.origin.line, 5u);  // the split's rule
+  CheckSplitDataflow(Mesh(plan::kUlyssesAxis), b.p, edits);
+
+  // Applied: weft.halo reads the convolution's input, which pads none along the split rows.
+  Program applied = b.p;
+  ApplyEdits(applied, edits);
+  const Node* conv = nullptr;
+  const Node* exchange = nullptr;
+  for (const Node& n : applied.nodes) {
+    if (n.name == "c") conv = &n;
+    if (n.target == kHaloTarget) exchange = &n;
+  }
+  ASSERT_NE(conv, nullptr);
+  ASSERT_NE(exchange, nullptr);
+  EXPECT_EQ(conv->inputs[0].arg.name, exchange->outputs[0].name);
+  EXPECT_EQ(conv->inputs[3].arg.ints, (std::vector<int64_t>{0, 1}));
+  // Split at the forward's input, before `w` is computed: no row length to split by there.
+  Program early = b.p;
+  try {
+    ApplyEdits(early, at_input);
+    ADD_FAILURE() << "a split in rows of a length computed after it was applied";
+  } catch (const ProgramError& e) {
+    EXPECT_EQ(std::string(e.what()), "program: the plan's split of `x` (rule at plan.weft:5:5) is made in whole rows of "
+                                     "`w`, which the program computes only after it; split the stream later (after `w` "
+                                     "is computed)");
+  }
+
+  auto refused = [&](const std::vector<NamedArgument>& arguments, const std::string& why, const std::string& target = "conv2d.default") {
+    Builder r = GridConvolution(arguments, target);
+    plan::ProgramEdits e = SplitX(1, 3);
+    e.edits.push_back(GatherOf("t", 1, 3, 6));
+    ExpectRefused([&] { CheckSplitDataflow(Mesh(plan::kUlyssesAxis), r.p, e); }, EditCheck::kCpReducesSplitDim,
+                  "program: a context-parallel split cannot pass node `c` (" + target + ") at the root: " + why +
+                      "; it reads `pm`, split along dim 2 in blocks [4]; its split comes from the plan's rule for the "
+                      "root (rule at plan.weft:5:5)");
+  };
+  refused({In("stride", Ints({2, 1})), In("padding", Ints({1, 1}))},
+          "it strides 2 along the split dim (each rank's part would start off the grid)");
+  refused({In("stride", Ints({1, 1})), In("padding", Ints({0, 0}))},
+          "its kernel of 3 (dilation 1) pads 0 along the split dim, which changes its length; weft exchanges the rows "
+          "of a convolution that keeps it");
+  Argument yes;
+  yes.kind = AK::kBool;
+  yes.b = true;
+  refused({In("bias", Argument()), In("stride", Ints({1, 1})), In("padding", Ints({1, 1})), In("dilation", Ints({1, 1})),
+           In("transposed", yes)},
+          "a transposed convolution spreads each input row over several output rows", "convolution.default");
+}
+
 }  // namespace
 }  // namespace weft::program
