@@ -218,6 +218,14 @@ def make_inputs(cls_name, cfg, wl, f):
         return dict(hidden_states=f.float(B, cfg.get("in_channels", 32), h, w),
                     encoder_hidden_states=f.float(B, T, cfg.get("caption_channels", 2304)),
                     encoder_attention_mask=f.ints(B, T, values=[1] * (B * T)), timestep=f.float(B))
+    if cls_name == "SanaVideoTransformer3DModel":
+        # SanaVideoPipeline: Wan-VAE latents (4x temporal, 8x spatial compression), `in_channels`
+        # channels before the frames; the Gemma-2 caption padded to max_sequence_length (300) with
+        # its attention mask; float timesteps.
+        fr, h, w = latent_video(wl["frames"], wl["height"], wl["width"])
+        return dict(hidden_states=f.float(B, cfg.get("in_channels", 16), fr, h, w),
+                    encoder_hidden_states=f.float(B, T, cfg.get("caption_channels", 2304)),
+                    encoder_attention_mask=f.ints(B, T, values=[1] * (B * T)), timestep=f.float(B))
     if cls_name in ("CogView4Transformer2DModel", "CogView3PlusTransformer2DModel"):
         # CogView4Pipeline / CogView3PlusPipeline: 16-channel latents (8x), the prompt's GLM-4 / T5
         # features, and the micro-conditions original size, target size and crop corner in pixels.

@@ -545,9 +545,11 @@ def _(c, g):
                 encoder_attention_mask=g.mask(12))
 
 
+# Three latent frames: a split of the frames (the plan's split is made in whole frames, its
+# feed-forward's temporal convolution reading the neighbouring frames) is uneven on 2 ranks.
 @entry("SanaVideoTransformer3DModel", patch_size=(1, 2, 2), **_SANA)
 def _(c, g):
-    return dict(hidden_states=g.f(B, 4, 2, 8, 8), encoder_hidden_states=g.f(B, 12, 16), timestep=g.t(),
+    return dict(hidden_states=g.f(B, 4, 3, 8, 8), encoder_hidden_states=g.f(B, 12, 16), timestep=g.t(),
                 encoder_attention_mask=g.mask(12))
 
 
