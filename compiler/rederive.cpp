@@ -144,7 +144,8 @@ std::string Describe(const plan::ProgramEdit& e) {
       for (const plan::WholePart& w : e.whole_parts) os << ", whole `" << w.value << "` dim " << w.dim << " at " << w.at;
       break;
     case plan::ProgramEdit::Kind::kAllReduce:
-      os << (e.group == plan::kCpGroup ? ", over the CP group" : "") << (e.bias.empty() ? "" : ", bias `" + e.bias + "` after the sum");
+      os << (e.group == plan::kCpGroup ? ", over the CP group" : "") << (e.bias.empty() ? "" : ", bias `" + e.bias + "` after the sum")
+         << (e.new_value > 0 ? ", a reduction's parts, divided by " + std::to_string(e.new_value) + " after the sum" : "");
       break;
     case plan::ProgramEdit::Kind::kArgument:
       os << ": `" << e.argument << "`" << (e.element >= 0 ? "[" + std::to_string(e.element) + "]" : "") << " = " << e.new_value;

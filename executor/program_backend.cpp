@@ -298,6 +298,10 @@ at::Tensor ProgramBackend::AllReduce(at::Tensor x, const std::optional<at::Tenso
   if (edit.group == plan::kCpGroup) {  // a sum over split tokens (a linear attention's key sums)
     return SumPartials(ctx_, dist::Axis::kCp, x, bias, where + ": all-reduce over the CP group of `" + edit.value + "`");
   }
+  if (edit.new_value > 0) {  // a sum or mean over the tp-sharded dim: the ranks' parts, a mean's divided by tp
+    at::Tensor sum = SumPartials(ctx_, dist::Axis::kTp, x, bias, where + ": all-reduce over tp of `" + edit.value + "`");
+    return edit.new_value > 1 ? sum.div_(static_cast<double>(edit.new_value)) : sum;
+  }
   return SumPartials(ctx_, dist::Axis::kTp, x, bias, where + ": rowwise all-reduce of `" + edit.value + "`");
 }
 

@@ -286,7 +286,9 @@ struct ProgramEdit {
     kAttention,  // `node`, a scaled_dot_product_attention, runs as `attention`
     kAllReduce,  // `value`, a rowwise Linear's output (`node`), summed over the tp group; its bias
                  // (parameter value `bias`, "" = none) added once, after the sum. With `group` cp:
-                 // a matmul's partial sums over split keys (a linear attention), summed over the CP group
+                 // a matmul's partial sums over split keys (a linear attention), summed over the CP group.
+                 // With `new_value` > 0: a sum or mean over the tp-sharded dim (a hand-written RMS norm
+                 // over all heads), divided by `new_value` after the sum (tp for a mean, 1 for a sum)
     kArgument,   // argument `argument` of `node`, element `element` (-1 = the argument), becomes
                  // `new_value` (a head count of a reshape under tensor parallelism)
     kNormStats,  // `node` (an RMS norm over a tp-sharded width) takes its statistics over the tp group;

@@ -194,6 +194,7 @@ J EditJson(const ProgramEdit& e) {
     j["bias"] = e.bias;
     // A rowwise Linear's sum is over tp (the group left out); a linear attention's over the CP group.
     if (e.group != kTpAxis) j["group"] = e.group;
+    if (e.new_value != 0) j["new_value"] = e.new_value;
   }
   if (e.kind == ProgramEdit::Kind::kNormStats) j["new_value"] = e.new_value;
   if (e.kind == ProgramEdit::Kind::kHalo) {

@@ -158,7 +158,22 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
   // Sums over split keys (linear attention), all-reduced over the CP group: by module, what each
   // all-reduce moves (the counters' 2 (n - 1) / n of the tensor, as for any all-reduce).
   std::map<std::string, std::vector<plan::Collective>> key_sums;
+  std::map<std::string, std::vector<plan::Collective>> tp_sums;
   const int64_t cp = plan.mesh.Cp();
+  // Sums and means over the tp-sharded dim (a hand-written RMS norm over all heads), all-reduced
+  // over tp the same way; the rowwise Linears' sums the graph view priced already.
+  const int64_t tp = plan.mesh.Tp();
+  for (const plan::ProgramEdit& e : plan.program->edits) {
+    if (e.kind != plan::ProgramEdit::Kind::kAllReduce || e.group != plan::kTpAxis || e.new_value <= 0 || tp <= 1) continue;
+    const TensorMeta* meta = p.FindTensor(e.value);
+    int64_t bytes = meta != nullptr ? ScalarTypeBytes(meta->dtype) : 0;
+    for (size_t d = 0; meta != nullptr && d < meta->sizes.size(); ++d) {
+      const int64_t size = d == 0 ? plan::FirstCfgRankBatch(plan, meta->sizes[0].value) : meta->sizes[d].value;
+      bytes = source::SaturatingMul(bytes, size);
+    }
+    plan::AddCollective(tp_sums[e.module], {plan::CollectiveOp::kAllReduce, std::string(plan::kTpAxis), 1,
+                                            source::SaturatingMul(bytes, 2 * (tp - 1)) / tp});
+  }
   for (const plan::ProgramEdit& e : plan.program->edits) {
     if (e.kind != plan::ProgramEdit::Kind::kAllReduce || e.group != plan::kCpGroup || cp <= 1) continue;
     const TensorMeta* meta = p.FindTensor(e.value);
@@ -229,6 +244,12 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
   for (const plan::ModuleStep& s : plan.steps) step_weights += s.cost.weight_bytes;
   const model::Workload* w = graph.FindWorkload(plan.workload.name);
   bool changed = false;
+  for (plan::ModuleStep& s : plan.steps) {
+    auto sums = tp_sums.find(s.module);
+    if (sums == tp_sums.end()) continue;
+    for (const plan::Collective& x : sums->second) plan::AddCollective(s.cost.collectives, plan::PerCall(x, s.calls));
+    changed = true;
+  }
   for (plan::ModuleStep& s : plan.steps) {
     auto h = halos.find(s.module);
     if (h == halos.end()) continue;

@@ -1053,6 +1053,24 @@ class ShardFlow {
     Edit(std::move(e), rule);
   }
 
+  // Node `n` (a sum or, with `mean`, a mean over the tp-sharded dim) gives each rank its part's:
+  // summed over the tp group right after it (kAllReduce, group tp, no bias; `new_value` the divisor
+  // of a mean, tp), and whole from there.
+  void SumOverTpGroup(const Node& n, const Sharding& s, bool mean) {
+    const std::vector<std::string> outs = Outputs(n);
+    if (outs.size() != 1) Refuse(EditCheck::kTpReducesShardedDim, n, outs.empty() ? "" : outs[0], s, "it reduces over the sharded dim");
+    for (int64_t block : s.blocks) {
+      if (block % tp_ != 0) Refuse(EditCheck::kTpReducesShardedDim, n, outs[0], s, "it reduces over the sharded dim, whose blocks tp does not divide");
+    }
+    plan::ProgramEdit e;
+    e.kind = Kind::kAllReduce;
+    e.group = std::string(plan::kTpAxis);
+    e.node = n.name;
+    e.value = outs[0];
+    e.new_value = mean ? tp_ : 1;
+    Edit(std::move(e), s.rule);
+  }
+
   // matmul / bmm of a (..., M, K) and b (..., K, N). A sharding of M (a's rows) or of N (b's
   // columns) carries into the output's; one of a batch dim must be on both operands alike (or b
   // has no batch dims and broadcasts). K sharded on both alike -- a linear attention's sum over
@@ -1921,6 +1939,13 @@ class ShardFlow {
       if (d == s.dim && axis_ == Axis::kCp && n.target == "torch.ops.aten.sum.dim_IntList") {
         // SanaVideo's linear attention normalizes by its keys' sum.
         return SumOverCpGroup(n, Outputs(n).empty() ? std::string() : Outputs(n)[0], s.rule);
+      }
+      if (d == s.dim && Tp() && OneOf(n.target, {"sum.dim_IntList", "mean.dim"})) {
+        // An RMS norm over all heads computed by hand (diffusers' RMSNorm: the mean of squares over
+        // the projection's width, which colwise Q/K shard): each rank sums or averages its part, the
+        // parts are summed over the tp group, a mean divided by tp (the shards are even), and the
+        // result is whole.
+        return SumOverTpGroup(n, s, n.target == "torch.ops.aten.mean.dim");
       }
       if (d == s.dim) Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it reduces over the sharded dim");
       if (d < s.dim) ++removed;

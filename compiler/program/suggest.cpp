@@ -1047,8 +1047,8 @@ class Suggester {
     }
   }
 
-  // The Linears that read `value` through reshapes, slices and a division (a linear attention's
-  // normalization) (rowwise); a concatenation along
+  // The Linears that read `value` through reshapes, slices and a division or product (a linear
+  // attention's normalization) (rowwise); a concatenation along
   // the features on the way packs the attention's output with another stream, whose Linear is
   // colwise.
   void TraceConsumers(const std::string& value, const std::string& owner, const std::string& why,
@@ -1097,7 +1097,7 @@ class Suggester {
                           "transpose.int", "permute.default", "contiguous.default", "clone.default", "to.dtype",
                           "_to_copy.default", "type_as.default", "slice.Tensor", "split_with_sizes.default",
                           "split.Tensor", "add.Tensor", "pad.default", "constant_pad_nd.default",
-                          "div.Tensor"}) ||
+                          "div.Tensor", "mul.Tensor"}) ||
                    n.target == "_operator.getitem") {
           next = OutputsOf(n);
         }
