@@ -158,11 +158,11 @@ TEST(ShardFlow, TensorParallelHeadReshapeBecomesLocal) {
   Builder b;
   b.Linear("y");
   b.Add("v", "view.default", {In("self", Tensor("y")), In("size", Ints({2, 2, 4}))}, {2, 2, 4});
-  b.Add("s", "sum.dim_IntList", {In("self", Tensor("v")), In("dim", Int(1))}, {2, 4});
+  b.Add("s", "amax.default", {In("self", Tensor("v")), In("dim", Ints({1}))}, {2, 4});
   b.Output("s");
   plan::ProgramEdits edits;
   ExpectRefused([&] { AddTensorParallelEdits(Colwise(), b.p, edits); }, EditCheck::kTpReducesShardedDim,
-                "program: tensor parallelism cannot shard node `s` (sum.dim_IntList) at the root: it reduces over the "
+                "program: tensor parallelism cannot shard node `s` (amax.default) at the root: it reduces over the "
                 "sharded dim; it reads `v`, tp-sharded along dim 1 in blocks [2]; its sharding comes from the TP rule "
                 "for `layer` (rule at plan.weft:3:3)");
   ASSERT_EQ(edits.edits.size(), 1u);
@@ -171,6 +171,33 @@ TEST(ShardFlow, TensorParallelHeadReshapeBecomesLocal) {
   EXPECT_EQ(edits.edits[0].argument, "size");
   EXPECT_EQ(edits.edits[0].element, 1);
   EXPECT_EQ(edits.edits[0].new_value, 1);
+}
+
+// A sum or mean over the tp-sharded features (diffusers' RMSNorm across heads: the mean of squares
+// over the colwise projection's width) gives each rank its part's: all-reduced over tp right after
+// the node, a mean divided by tp (new_value), and whole from there -- it may reach the output.
+TEST(ShardFlow, TensorParallelSumsAndMeansOverTheShardedDimAreAllReduced) {
+  for (const char* op : {"sum.dim_IntList", "mean.dim"}) {
+    SCOPED_TRACE(op);
+    Builder b;
+    b.Linear("y");
+    b.Add("sq", "pow.Tensor_Scalar", {In("self", Tensor("y")), In("exponent", Int(2))}, {2, 8});
+    b.Add("m", op, {In("self", Tensor("sq")), In("dim", Ints({-1})), In("keepdim", Int(1))}, {2, 1});
+    b.p.nodes.back().inputs[2].arg.kind = AK::kBool;
+    b.p.nodes.back().inputs[2].arg.b = true;
+    b.Output("m");
+    plan::ProgramEdits edits;
+    AddTensorParallelEdits(Colwise(), b.p, edits);
+    ASSERT_EQ(edits.edits.size(), 1u);
+    const plan::ProgramEdit& e = edits.edits[0];
+    EXPECT_EQ(e.kind, plan::ProgramEdit::Kind::kAllReduce);
+    EXPECT_EQ(e.group, plan::kTpAxis);
+    EXPECT_EQ(e.node, "m");
+    EXPECT_EQ(e.value, "m");
+    EXPECT_TRUE(e.bias.empty());
+    EXPECT_EQ(e.new_value, std::string(op) == "mean.dim" ? 2 : 1);
+    EXPECT_EQ(e.origin.line, 3u);  // the colwise rule
+  }
 }
 
 // A whole operand holding all of the tp-sharded dim (a per-head table, here `t` (8,) against y's
