@@ -149,6 +149,23 @@ std::vector<CallValues> ModuleCallValues(const Program& p, const std::string& mo
   return out;
 }
 
+namespace {
+
+// The bytes of value `v` on one rank, its batch (dim 0) this cfg rank's branches when guidance runs
+// apart; without dim `skip` (-1: every dim), for one row along it.
+int64_t RankBytes(const plan::ExecutionPlan& plan, const Program& p, const std::string& v, int64_t skip = -1) {
+  const TensorMeta* meta = p.FindTensor(v);
+  if (meta == nullptr) return 0;
+  int64_t bytes = ScalarTypeBytes(meta->dtype);
+  for (size_t d = 0; d < meta->sizes.size(); ++d) {
+    if (static_cast<int64_t>(d) == skip) continue;
+    bytes = source::SaturatingMul(bytes, d == 0 ? plan::FirstCfgRankBatch(plan, meta->sizes[0].value) : meta->sizes[d].value);
+  }
+  return bytes;
+}
+
+}  // namespace
+
 void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::ModelGraph& graph) {
   if (!plan.program) return;
   std::set<std::string> sites, masked, additive;  // additive: a floating attn_mask
@@ -163,28 +180,18 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
   // Sums and means over the tp-sharded dim (a hand-written RMS norm over all heads), all-reduced
   // over tp the same way; the rowwise Linears' sums the graph view priced already.
   const int64_t tp = plan.mesh.Tp();
+  // What an all-reduce over `n` ranks sends of value `v` (the counters' 2 (n - 1) / n of it).
+  auto all_reduce = [&](const std::string& v, const std::string& axis, int64_t n) {
+    return plan::Collective{plan::CollectiveOp::kAllReduce, axis, 1,
+                            source::SaturatingMul(RankBytes(plan, p, v), 2 * (n - 1)) / n};
+  };
   for (const plan::ProgramEdit& e : plan.program->edits) {
     if (e.kind != plan::ProgramEdit::Kind::kAllReduce || e.group != plan::kTpAxis || e.new_value <= 0 || tp <= 1) continue;
-    const TensorMeta* meta = p.FindTensor(e.value);
-    int64_t bytes = meta != nullptr ? ScalarTypeBytes(meta->dtype) : 0;
-    for (size_t d = 0; meta != nullptr && d < meta->sizes.size(); ++d) {
-      const int64_t size = d == 0 ? plan::FirstCfgRankBatch(plan, meta->sizes[0].value) : meta->sizes[d].value;
-      bytes = source::SaturatingMul(bytes, size);
-    }
-    plan::AddCollective(tp_sums[e.module], {plan::CollectiveOp::kAllReduce, std::string(plan::kTpAxis), 1,
-                                            source::SaturatingMul(bytes, 2 * (tp - 1)) / tp});
+    plan::AddCollective(tp_sums[e.module], all_reduce(e.value, std::string(plan::kTpAxis), tp));
   }
   for (const plan::ProgramEdit& e : plan.program->edits) {
     if (e.kind != plan::ProgramEdit::Kind::kAllReduce || e.group != plan::kCpGroup || cp <= 1) continue;
-    const TensorMeta* meta = p.FindTensor(e.value);
-    int64_t bytes = meta != nullptr ? ScalarTypeBytes(meta->dtype) : 0;
-    for (size_t d = 0; meta != nullptr && d < meta->sizes.size(); ++d) {
-      // Its batch (dim 0) is this cfg rank's branches when guidance runs apart.
-      const int64_t size = d == 0 ? plan::FirstCfgRankBatch(plan, meta->sizes[0].value) : meta->sizes[d].value;
-      bytes = source::SaturatingMul(bytes, size);
-    }
-    plan::AddCollective(key_sums[e.module], {plan::CollectiveOp::kAllReduce, std::string(plan::kCpGroup), 1,
-                                             source::SaturatingMul(bytes, 2 * (cp - 1)) / cp});
+    plan::AddCollective(key_sums[e.module], all_reduce(e.value, std::string(plan::kCpGroup), cp));
   }
   // Halo exchanges of convolutions over a split grid (ProgramBackend::Halo): each rank sends its
   // first and last `new_value` rows to the ranks before and after it, one send_recv; priced for a
@@ -194,12 +201,9 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
     if (e.kind != plan::ProgramEdit::Kind::kHalo || cp <= 1) continue;
     const TensorMeta* meta = p.FindTensor(e.value);
     if (meta == nullptr || e.dim < 0 || e.dim >= static_cast<int64_t>(meta->sizes.size())) continue;
-    int64_t bytes = source::SaturatingMul(ScalarTypeBytes(meta->dtype), e.new_value * (cp > 2 ? 2 : 1));
-    for (size_t d = 0; d < meta->sizes.size(); ++d) {
-      if (static_cast<int64_t>(d) == e.dim) continue;
-      bytes = source::SaturatingMul(bytes, d == 0 ? plan::FirstCfgRankBatch(plan, meta->sizes[0].value) : meta->sizes[d].value);
-    }
-    plan::AddCollective(halos[e.module], {plan::CollectiveOp::kSendRecv, std::string(plan::kCpGroup), 1, bytes});
+    const int64_t rows = source::SaturatingMul(e.new_value, cp > 2 ? 2 : 1);
+    plan::AddCollective(halos[e.module], {plan::CollectiveOp::kSendRecv, std::string(plan::kCpGroup), 1,
+                                          source::SaturatingMul(RankBytes(plan, p, e.value, e.dim), rows)});
   }
   // Streams every rank holds whole (runtime::AttentionWithWholeRows): per attention node, by module
   // in program order, the query and key rows they hold (q_before + q_after, kv_before + kv_after).
