@@ -315,8 +315,8 @@ at::Tensor ProgramBackend::Halo(const at::Tensor& x, const plan::ProgramEdit& ed
   }
   const int n = ctx_.AxisSize(dist::Axis::kCp), r = ctx_.AxisRank(dist::Axis::kCp);
   const int64_t length = x.size(d);
-  // Every rank holds the same number of rows (a view took them from whole rows of its tokens), so
-  // all ranks decide this alike and none is left waiting for a neighbour's rows.
+  // A split made in rows gives every rank at least the widest halo's rows (its min_rows, checked
+  // alike on every rank at the split), so this holds everywhere; it guards a split made otherwise.
   if (length < rows && n > 1) {
     throw ExecError(where + ": node `" + edit.node + "` convolves this rank's " + std::to_string(length) + " row(s) of `" +
                     edit.value + "` along dim " + std::to_string(d) + " with a kernel reaching " + std::to_string(rows) +

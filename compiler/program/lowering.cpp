@@ -96,6 +96,19 @@ void SplitHoistedCopies(const Program& p, plan::ProgramEdits& edits) {
   }
 }
 
+// The bytes of value `v` on one rank, its batch (dim 0) this cfg rank's branches when guidance runs
+// apart; without dim `skip` (-1: every dim), for one row along it.
+int64_t RankBytes(const plan::ExecutionPlan& plan, const Program& p, const std::string& v, int64_t skip = -1) {
+  const TensorMeta* meta = p.FindTensor(v);
+  if (meta == nullptr) return 0;
+  int64_t bytes = ScalarTypeBytes(meta->dtype);
+  for (size_t d = 0; d < meta->sizes.size(); ++d) {
+    if (static_cast<int64_t>(d) == skip) continue;
+    bytes = source::SaturatingMul(bytes, d == 0 ? plan::FirstCfgRankBatch(plan, meta->sizes[0].value) : meta->sizes[d].value);
+  }
+  return bytes;
+}
+
 }  // namespace
 
 std::vector<CallValues> ModuleCallValues(const Program& p, const std::string& module) {
@@ -148,23 +161,6 @@ std::vector<CallValues> ModuleCallValues(const Program& p, const std::string& mo
   }
   return out;
 }
-
-namespace {
-
-// The bytes of value `v` on one rank, its batch (dim 0) this cfg rank's branches when guidance runs
-// apart; without dim `skip` (-1: every dim), for one row along it.
-int64_t RankBytes(const plan::ExecutionPlan& plan, const Program& p, const std::string& v, int64_t skip = -1) {
-  const TensorMeta* meta = p.FindTensor(v);
-  if (meta == nullptr) return 0;
-  int64_t bytes = ScalarTypeBytes(meta->dtype);
-  for (size_t d = 0; d < meta->sizes.size(); ++d) {
-    if (static_cast<int64_t>(d) == skip) continue;
-    bytes = source::SaturatingMul(bytes, d == 0 ? plan::FirstCfgRankBatch(plan, meta->sizes[0].value) : meta->sizes[d].value);
-  }
-  return bytes;
-}
-
-}  // namespace
 
 void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::ModelGraph& graph) {
   if (!plan.program) return;

@@ -653,17 +653,23 @@ class ShardFlow {
                      int64_t sign, const Sharding& s) {
     auto it = constant_blocks_.find(blocks);
     if (it == constant_blocks_.end()) return false;
+    plan::ProgramEdit e = ArgumentEdit(n, argument, element, sign);
+    e.value = it->second.first;
+    e.dim = it->second.second;
+    Edit(std::move(e), s.rule);
+    return true;
+  }
+  // Argument `argument` (element `element`, -1 = the argument) of `n` becomes `value` (with the
+  // edit's `value` and `dim` set, the size of that shard times `value`: local_sizes.h's sign).
+  plan::ProgramEdit ArgumentEdit(const Node& n, const char* argument, int64_t element, int64_t value) const {
     plan::ProgramEdit e;
     e.kind = Kind::kArgument;
     e.group = std::string(Group());
     e.node = n.name;
     e.argument = argument;
     e.element = element;
-    e.value = it->second.first;
-    e.dim = it->second.second;
-    e.new_value = sign;
-    Edit(std::move(e), s.rule);
-    return true;
+    e.new_value = value;
+    return e;
   }
   // `n`'s argument `name` when it is an integer constant (a symbolic size is local_sizes.h's).
   std::optional<int64_t> ConstantArg(const Node& n, const char* name) const {
@@ -683,13 +689,7 @@ class ShardFlow {
   // walks make constants local with LocalConstant.
   void EditInt(const Node& n, const char* argument, int64_t element, int64_t value, size_t rule) {
     if (!Tp()) return;
-    plan::ProgramEdit e;
-    e.kind = Kind::kArgument;
-    e.node = n.name;
-    e.argument = argument;
-    e.element = element;
-    e.new_value = value;
-    Edit(std::move(e), rule);
+    Edit(ArgumentEdit(n, argument, element, value), rule);
   }
 
   // Prefix sums of `blocks` (0, b0, b0 + b1, ...).
@@ -1500,16 +1500,7 @@ class ShardFlow {
       full = "the constant " + std::to_string(*constant);
     }
     if (full.empty()) return;
-    if (element >= 0 && !InfersASize(*arg, element)) {
-      plan::ProgramEdit e;
-      e.kind = Kind::kArgument;
-      e.group = std::string(Group());
-      e.node = n.name;
-      e.argument = name;
-      e.element = element;
-      e.new_value = -1;
-      return Edit(std::move(e), s.rule);
-    }
+    if (element >= 0 && !InfersASize(*arg, element)) return Edit(ArgumentEdit(n, name, element, -1), s.rule);
     Refuse(EditCheck::kTpReducesShardedDim, n, value, s,
            "it gives the split dim " + full + ", the full length (each rank holds only its part)");
   }
