@@ -641,7 +641,10 @@ def export(cls_name, cfg, kwargs, dtype, name, workloads, source, out_path):
     spec = OrderedDict((k, dynamic_spec(v)) for k, v in kwargs.items())
     spec["return_dict"] = None
     with symbolic_shims(), mode, torch_log_aside() as torch_log:
-        fake_call = OrderedDict((k, mode.from_tensor(v) if isinstance(v, torch.Tensor) else v) for k, v in call.items())
+        # Tensors inside lists and tuples too (BriaFibo's 46 text_encoder_layers): a real one would be
+        # saved with the program as its sample input (2.3 GB for FIBO's at 3000 text tokens).
+        fake_call = OrderedDict((k, torch.utils._pytree.tree_map_only(torch.Tensor, mode.from_tensor, v))
+                                for k, v in call.items())
         candidates = tuple(p for p, m in model.named_modules()
                            if p and not isinstance(m, (torch.nn.ModuleList, torch.nn.ModuleDict)))
         with state_kept(model):
