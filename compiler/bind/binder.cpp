@@ -1001,8 +1001,10 @@ void Binder::CheckOutputGathered() {
   // exporters keep and the gather check above relies on too): a module's argument splits run
   // as it starts, at 2*id; its output splits and gathers as it returns, at 2*end-1 where `end`
   // is one past its subtree. The model returns sharded data when the last split comes after
-  // the last gather.
-  if (out_.splits.empty() || out_.mesh.Cp() <= 1) return;
+  // the last gather. A program's dataflow knows the real order (BriaFibo calls its
+  // `caption_projection` list, registered after `proj_out`, before every block) and refuses a
+  // split that reaches the output itself (shard_flow.cpp, SplitNeverGathered).
+  if (out_.splits.empty() || out_.mesh.Cp() <= 1 || options_.gathers_checked_by_dataflow) return;
   auto subtree_end = [&](model::ModuleId id) {
     const std::string& path = graph_.modules[id].path;
     size_t end = id + 1;
