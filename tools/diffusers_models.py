@@ -294,6 +294,132 @@ def make_inputs(cls_name, cfg, wl, f):
                     encoder_hidden_states=f.float(B, T, cfg.get("caption_channels", 4096)), timestep=f.float(B),
                     encoder_attention_mask=f.ints(B, T, values=[1] * (B * T)),
                     image_rotary_emb=(tables, tuple(pos)))
+    if cls_name == "CosmosTransformer3DModel":
+        # Cosmos2TextToImagePipeline: Wan-VAE latents (B, in_channels, frames, h, w) at 8x spatial,
+        # 4x temporal compression (one latent frame for an image); T5-11B captions padded to
+        # max_sequence_length 512 (padding rows zeroed, no attention mask passed); one float
+        # timestep per sample; and the padding mask, zeros (1, 1, height, width) at the *pixel*
+        # size, which the forward resizes to the latents' and repeats over batch and frames.
+        fr, h, w = latent_video(wl.get("frames", 1), wl["height"], wl["width"])
+        return dict(hidden_states=f.float(B, cfg.get("in_channels", 16), fr, h, w), timestep=f.float(B),
+                    encoder_hidden_states=f.float(B, T, cfg.get("text_embed_dim", 1024)),
+                    padding_mask=f.float(1, 1, wl["height"], wl["width"]))
+    if cls_name == "BriaTransformer2DModel":
+        # BriaPipeline: the VAE's latents (8x; the pipeline's vae_scale_factor is 16 because it
+        # counts the 2x2 packing) packed 2x2 into one token per 16x16 pixels of in_channels
+        # channels; T5-XXL captions zero-padded to max_sequence_length (128); one float timestep
+        # per sample; 2-D position ids: zeros for the text, (0, row, col) for the image tokens
+        # (the pipeline gives img_ids in the transformer dtype and txt_ids in float32; the
+        # forward joins them, promoting to float32). No pooled projection, no guidance.
+        n = (wl["height"] // 16) * (wl["width"] // 16)
+        return dict(hidden_states=f.float(B, n, cfg.get("in_channels", 64)),
+                    encoder_hidden_states=f.float(B, T, cfg.get("joint_attention_dim", 4096)),
+                    timestep=f.float(B), img_ids=f.float(n, 3, dtype=torch.float32),
+                    txt_ids=f.float(T, 3, dtype=torch.float32))
+    if cls_name == "BriaFiboTransformer2DModel":
+        # BriaFiboPipeline (do_patching False): Wan 2.2 VAE latents, 16x spatial compression, one
+        # token per 16x16 pixels with in_channels channels; SmolLM3 text features: its last two
+        # hidden states joined (joint_attention_dim) and one hidden state per transformer block
+        # (text_encoder_layers, text_encoder_dim each; the pipeline keeps the last ones or repeats
+        # the final one to get num_layers + num_single_layers), T tokens (the longest prompt, no
+        # padding at batch 1, so no attention mask); one float timestep per sample; 2-D position
+        # ids: zeros for the text, (0, row, col) for the image tokens.
+        n = (wl["height"] // 16) * (wl["width"] // 16)
+        layers = cfg.get("num_layers", 19) + cfg.get("num_single_layers", 38)
+        return dict(hidden_states=f.float(B, n, cfg.get("in_channels", 64)),
+                    encoder_hidden_states=f.float(B, T, cfg.get("joint_attention_dim", 4096)),
+                    text_encoder_layers=[f.float(B, T, cfg.get("text_encoder_dim", 2048)) for _ in range(layers)],
+                    timestep=f.float(B), img_ids=f.float(n, 3, dtype=torch.float32),
+                    txt_ids=f.float(T, 3, dtype=torch.float32))
+    if cls_name == "Kandinsky5Transformer3DModel":
+        # Kandinsky5T2VPipeline: HunyuanVideo-VAE latents channels-last (B, frames, h, w, C) at 4x
+        # temporal, 8x spatial compression; with visual_cond the pipeline appends zero condition
+        # latents and a zero mask channel, so C = 2 * in_visual_dim + 1. Qwen2.5-VL text features
+        # (not padded beyond the longest prompt: T tokens at batch 1), CLIP pooled features, one
+        # float timestep per sample. RoPE positions: per-axis indices of the 2x2-patched latent grid
+        # and the text positions 0..T-1 (the forward indexes its frequency tables with them); the
+        # RoPE scale (1, 2, 2) inside 480..854 pixels a side, else (1, 3.16, 3.16); no sparse
+        # attention for attention_type "regular" (the NABLA 10s checkpoints pass sparse_params).
+        fr, h, w = latent_video(wl["frames"], wl["height"], wl["width"])
+        c = cfg.get("in_visual_dim", 4)
+        c = 2 * c + 1 if cfg.get("visual_cond", False) else c
+        p = cfg.get("patch_size", (1, 2, 2))
+        small = all(480 <= x <= 854 for x in (wl["height"], wl["width"]))
+        return dict(hidden_states=f.float(B, fr, h, w, c),
+                    encoder_hidden_states=f.float(B, T, cfg.get("in_text_dim", 3584)), timestep=f.float(B),
+                    pooled_projections=f.float(B, cfg.get("in_text_dim2", 768)),
+                    visual_rope_pos=[list(range(fr // p[0])), list(range(h // p[1])), list(range(w // p[2]))],
+                    text_rope_pos=f.ints(T, values=list(range(T))),
+                    scale_factor=(1, 2, 2) if small else (1, 3.16, 3.16))
+    if cls_name == "OvisImageTransformer2DModel":
+        # OvisImagePipeline: Flux-style packed latents (2x2 patches of 16 channels at 8x, so
+        # in_channels 64, one token per 16x16 pixels), Qwen3 last hidden states (2048 features) of
+        # the chat-templated caption padded to max_sequence_length 256 once the 28 system-prompt
+        # tokens are cut off (padding rows zeroed, no mask passed), timestep / 1000 per sample, and
+        # 2-D position ids without a batch dim, txt_ids (T, 3) and img_ids (n, 3), both in the
+        # pipeline's dtype (the text encoder's / the latents').
+        n = (wl["height"] // 16) * (wl["width"] // 16)
+        return dict(hidden_states=f.float(B, n, cfg.get("in_channels", 64)),
+                    encoder_hidden_states=f.float(B, T, cfg.get("joint_attention_dim", 2048)),
+                    timestep=f.float(B), img_ids=f.float(n, 3), txt_ids=f.float(T, 3))
+    if cls_name == "OmniGenTransformer2DModel":
+        # OmniGenPipeline, text to image: 4-channel SD-VAE latents (8x) in the transformer's dtype, the
+        # scheduler's float32 timesteps (0..1, one per sample), and what its OmniGenMultiModalProcessor
+        # makes of the chat-templated prompt: T token ids (no input images: input_img_latents [] and
+        # input_image_sizes {}), a float32 (B, S, S) mask over the S = T + 1 + n tokens (text, the time
+        # token, the image) -- causal over the text and the time token, which see no image; the image
+        # rows see every token -- and position_ids 0..S-1. No row is padded here (the pipeline
+        # left-pads the shorter of prompt / negative prompt). The model reads position_ids' values
+        # (its RoPE switches to the long factors when max + 1 > original_max_position_embeddings), so
+        # they are a real CPU tensor; the mask's values only reach the attention, so the CPU tensor
+        # below only gives a RandomFactory its values.
+        h, w = wl["height"] // 8, wl["width"] // 8
+        p = cfg.get("patch_size", 2)
+        S = T + 1 + (h // p) * (w // p)
+        mask = torch.ones(S, S, dtype=torch.float32, device="cpu").tril()
+        mask[T + 1:, :] = 1.0
+        vocab = cfg.get("vocab_size", 32064)
+        return dict(hidden_states=f.float(B, cfg.get("in_channels", 4), h, w),
+                    timestep=f.float(B, dtype=torch.float32),
+                    input_ids=f.ints(B, T, values=[1 + (7919 * i) % (vocab - 1) for i in range(B * T)]),
+                    input_img_latents=[], input_image_sizes={},
+                    attention_mask=f.ints(B, S, S, values=mask.expand(B, S, S), dtype=torch.float32),
+                    position_ids=torch.arange(S, dtype=i64, device="cpu").unsqueeze(0).expand(B, -1).contiguous())
+    if cls_name == "Krea2Transformer2DModel":
+        # Krea2Pipeline: Qwen-Image VAE latents (8x) packed in 2x2 patches, (B, h*w, in_channels); the
+        # prompt padded to max_sequence_length (512) text tokens, each a stack of num_text_layers tapped
+        # Qwen3-VL hidden states, (B, T, layers, text_hidden_dim), with its boolean key mask; timesteps
+        # t / 1000 in [0, 1]; position_ids (T + h*w, 3) in float32: zeros for the text, (0, row, col)
+        # for the image grid.
+        h, w = wl["height"] // 16, wl["width"] // 16
+        pos = [0.0] * (3 * T) + [float(v) for i in range(h) for j in range(w) for v in (0, i, j)]
+        return dict(hidden_states=f.float(B, h * w, cfg.get("in_channels", 64)),
+                    encoder_hidden_states=f.float(B, T, cfg.get("num_text_layers", 12), cfg.get("text_hidden_dim", 2560)),
+                    timestep=f.float(B), position_ids=f.ints(T + h * w, 3, values=pos, dtype=torch.float32),
+                    encoder_attention_mask=f.ints(B, T, values=[True] * (B * T), dtype=torch.bool))
+    if cls_name == "JoyImageEditTransformer3DModel":
+        # JoyImageEditPipeline: Wan-VAE latents (8x) of one frame per item, (B, items, C, 1, h, w): the
+        # reference image's latents, then the noisy target (items = 2 for an edit, 1 without an image);
+        # the Qwen3-VL last hidden states of the template-dropped multimodal prompt (the reference
+        # image's vision tokens plus the instruction), not padded, so T is that prompt's length; float
+        # timesteps. The forward moves the target item first and joins the items along the frames.
+        h, w = wl["height"] // 8, wl["width"] // 8
+        return dict(hidden_states=f.float(B, wl.get("items", 2), cfg.get("in_channels", 16), 1, h, w),
+                    timestep=f.float(B), encoder_hidden_states=f.float(B, T, cfg.get("text_dim", 4096)))
+    if cls_name == "AceStepTransformer1DModel":
+        # AceStepPipeline, text2music: latents at latents_per_second (48 kHz / 1920 = 25) for `duration`
+        # seconds, (B, frames, audio_acoustic_hidden_dim); context_latents the source latents (silence
+        # for text2music) joined with the chunk mask, in_channels - acoustic channels; the condition
+        # encoder's packed lyrics + timbre + caption sequence (B, T, encoder_hidden_size), passed
+        # without a mask; timestep and timestep_r both the current t (float). With CFG the pipeline
+        # batches the conditional and null-condition halves in one call (batch 2).
+        import math
+        n = wl["latent_frames"] if "latent_frames" in wl else math.ceil(wl["duration"] * wl.get("latents_per_second", 25.0))
+        a = cfg.get("audio_acoustic_hidden_dim", 64)
+        e = cfg.get("encoder_hidden_size") or cfg.get("hidden_size", 2048)
+        return dict(hidden_states=f.float(B, n, a), timestep=f.float(B), timestep_r=f.float(B),
+                    encoder_hidden_states=f.float(B, T, e),
+                    context_latents=f.float(B, n, cfg.get("in_channels", 192) - a))
     raise SystemExit("no input builder for class %s" % cls_name)
 
 

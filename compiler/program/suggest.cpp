@@ -1028,12 +1028,14 @@ class Suggester {
                          "squeeze.dim", "alias.default", "detach.default", "slice.Tensor", "select.int",
                          "split_with_sizes.default", "split.Tensor", "chunk.default", "view_as_complex.default",
                          "view_as_real.default", "empty_like.default", "unbind.int", "index.Tensor", "pad.default",
-                         "constant_pad_nd.default", "repeat_interleave.self_int", "to.dtype_layout"}) ||
+                         "constant_pad_nd.default", "repeat_interleave.self_int", "to.dtype_layout",
+                         "sum.dim_IntList"}) ||
                  n->target == "_operator.getitem") {
         // index.Tensor: the rows a mask keeps (Mochi's valid text tokens, `encoder_query[:, :, idx]`)
         // -- its data comes from `self`, the first input; so does a pad's (Sana's linear attention
         // pads its values with a row of ones), and a repeat_interleave's (Cosmos repeats its keys
-        // and values for grouped-query attention, once each when the head counts agree).
+        // and values for grouped-query attention, once each when the head counts agree), and a
+        // sum's (Kandinsky 5 rotates its queries by a product summed over a pair of features).
         const std::vector<std::string> ins = TensorInputs(*n);
         if (!ins.empty()) next.push_back(ins[0]);
       } else if (Is(*n, {"mul.Tensor", "add.Tensor", "sub.Tensor", "neg.default", "cat.default", "stack.default",

@@ -6,6 +6,9 @@ file(GLOB _plans RELATIVE ${ROOT} ${ROOT}/plans/*.weft)
 # HunyuanVideo has no published-config graph here (no model config in tools/model_configs); its
 # plan is checked on its program (tests/unit/program: program.plan_checks_clean.hunyuanvideo.*).
 list(REMOVE_ITEM _plans plans/hunyuanvideo.weft)
+# FIBO's plan splits outputs of modules registered after the ones the blocks' outputs leave by, which
+# a graph cannot order (tests/zoo: plans.bria_fibo.published_program checks it on a program).
+list(REMOVE_ITEM _plans plans/bria_fibo.weft)
 list(SORT _plans)
 separate_arguments(_args UNIX_COMMAND "${ARGS}")
 # The graphs of the published models (issue 4) and of QwenImage 2.1 (class defaults, no published
@@ -14,7 +17,8 @@ set(_graphs)
 foreach(g flux1-dev flux2-dev qwen-image qwen-image-21 wan2.1-t2v-14b wan2.1-t2v-1.3b chronoedit-14b
           helios ltx-video-2b ltx-2 minimax-h3 cogvideox-5b skyreels-v2-14b-540p sana-1600m-1024px
           cogview4-6b cogview3-plus-3b sd3.5-large wan2.1-vace-14b pixart-sigma-xl-2-1024 auraflow-v0.2
-          chroma1-hd dit-xl-2-256 latte-1 allegro mochi-1-preview sana-video-2b-480p)
+          chroma1-hd dit-xl-2-256 latte-1 allegro mochi-1-preview sana-video-2b-480p
+          cosmos-predict2-2b-text2image bria-3.2 ovis-image-7b joyai-image-edit omnigen-v1)
   list(APPEND _graphs --graph graphs/${g}.graph.json)
 endforeach()
 execute_process(
