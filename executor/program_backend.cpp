@@ -53,12 +53,15 @@ at::Tensor ProgramBackend::Split(const at::Tensor& x, const plan::ProgramEdit& e
                       std::to_string(edit.dim) + ", which is no number of whole rows of " + std::to_string(row) +
                       " (the plan splits it in rows)");
     }
-    if (rows < ranks * std::max<int64_t>(1, edit.min_rows)) {
+    const int64_t min_rows = std::max<int64_t>(1, edit.min_rows);
+    if (rows < ranks * min_rows) {
+      // More than one row each only where a convolution reads its neighbours' (a halo); else one.
+      const std::string why = min_rows > 1 ? " (a convolution over them reads that many of each neighbour's)"
+                                           : " (the model views them as rows, so each rank takes whole ones)";
       throw ExecError(where + ": `" + edit.value + "` holds " + std::to_string(rows) + " row(s) of " + std::to_string(row) +
                       " along dim " + std::to_string(edit.dim) + ", and each of the " + std::to_string(ranks) +
-                      " CP ranks (ring x ulysses) needs at least " + std::to_string(std::max<int64_t>(1, edit.min_rows)) +
-                      " (a convolution over them reads that many of each neighbour's); use at most " +
-                      std::to_string(rows / std::max<int64_t>(1, edit.min_rows)) + " CP ranks, or a larger input");
+                      " CP ranks (ring x ulysses) needs at least " + std::to_string(min_rows) + why + "; use at most " +
+                      std::to_string(rows / min_rows) + " CP ranks, or a larger input");
     }
     if (!edit.uneven && rows % ranks != 0) {
       throw ExecError(where + ": `" + edit.value + "` holds " + std::to_string(rows) + " row(s) of " + std::to_string(row) +

@@ -505,6 +505,8 @@ def derived_config(cls_name, cfg, model):
 def attention_site(path, mod, calls, qkv):
     a = OrderedDict(path=path)
     heads = getattr(mod, "heads", None)
+    if heads is None and qkv:
+        heads = qkv[0]["q"][2]  # (B, S, H, D) at the call: modules that name it otherwise (Kandinsky's num_heads)
     a["heads"] = int(heads) if heads is not None else None
     if qkv:
         a["head_dim"] = int(qkv[0]["q"][3])

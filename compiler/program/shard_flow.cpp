@@ -1767,6 +1767,13 @@ class ShardFlow {
       Refuse(EditCheck::kMaskNotLaidOutWithKeys, n, mask, *sm,
              "its mask is split along the queries; context-parallel attention takes a mask over the keys only");
     }
+    // A mask split along the keys while the keys are whole would mask each rank's keys with a part
+    // of the mask (NucleusMoE's text mask split alone fails at run time on mismatched sizes).
+    if (const Sharding* sm = mask.empty() ? nullptr : Find(mask);
+        sm != nullptr && sk == nullptr && Rank(mask) >= 2 && sm->dim == Rank(mask) - 1) {
+      Refuse(EditCheck::kMaskNotLaidOutWithKeys, n, mask, *sm,
+             "its mask is split along the keys, but its keys `" + k + "` are whole (split them alike, or leave the mask whole)");
+    }
     if (sq != nullptr && sq->dim == 0) return AttentionOnSplitBatch(n, mask);
     for (const auto& [name, s] : {std::pair{q, sq}, std::pair{k, sk}, std::pair{v, sv}}) {
       if (s != nullptr && s->dim != 2) {
@@ -1783,6 +1790,22 @@ class ShardFlow {
                  : std::string("its ") + (k_split ? "keys are split while its values `" + v + "` are whole"
                                                   : "values are split while its keys `" + k + "` are whole"),
              sk != nullptr && sv != nullptr ? "" : (k_split ? v : k), 2);
+    }
+    // The context-parallel kernels take Q, K and V of as many heads, no causal mask and no dropout:
+    // refused here, by name, rather than on every rank once the run reaches the node.
+    if (sk != nullptr && attention_.count(n.name) != 0) {
+      for (const char* option : {"enable_gqa", "is_causal"}) {
+        const Argument* a = Arg(n, option);
+        if (a != nullptr && a->kind == AK::kBool && a->b) {
+          Refuse(EditCheck::kCpUnsupportedOperator, n, k, *sk,
+                 std::string("the context-parallel attention kernels take no ") + option +
+                     (std::string(option) == "enable_gqa" ? " (fewer key/value heads than query heads)" : ""));
+        }
+      }
+      const Argument* dropout = Arg(n, "dropout_p");
+      if (dropout != nullptr && dropout->kind == AK::kFloat && dropout->f != 0.0) {
+        Refuse(EditCheck::kCpUnsupportedOperator, n, k, *sk, "the context-parallel attention kernels take no dropout");
+      }
     }
     if ((sk != nullptr || sv != nullptr) && attention_.count(n.name) == 0) {
       const std::string& name = sk != nullptr ? k : v;

@@ -808,7 +808,12 @@ class Suggester {
           }
         }
         if (const Node* n = Producer(v)) {
-          for (const std::string& in : TensorInputs(*n)) {
+          std::vector<std::string> ins = TensorInputs(*n);
+          // type_as reads only the dtype of its second input: its data is the first's. Followed,
+          // the second leads past the module outputs in between (ACE-Step's `type_as(adaLN(norm_out(x)),
+          // x)` reached the last block's output before `norm_out`'s).
+          if (Is(*n, {"type_as.default"}) && ins.size() > 1) ins.resize(1);
+          for (const std::string& in : ins) {
             if (!state_input_.count(in) && seen.insert(in).second) queue.push_back(in);
           }
         }

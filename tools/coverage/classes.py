@@ -393,8 +393,10 @@ def _(c, g):
 @entry("Kandinsky5Transformer3DModel", in_visual_dim=4, in_text_dim=16, in_text_dim2=8, time_dim=16, out_visual_dim=4,
        patch_size=(1, 2, 2), model_dim=32, ff_dim=64, num_text_blocks=1, num_visual_blocks=1, axes_dims=(4, 6, 6))
 def _(c, g):
-    return dict(hidden_states=g.f(B, 2, 8, 8, 4), encoder_hidden_states=g.f(B, 12, 16), timestep=g.t(),
-                pooled_projections=g.f(B, 8), visual_rope_pos=[list(range(2)), list(range(4)), list(range(4))],
+    # 5 latent frames: plans/kandinsky5.weft splits the tokens in whole frames (the forward views them as
+    # the latent video after the last block), so 4 CP ranks take 2 + 1 + 1 + 1.
+    return dict(hidden_states=g.f(B, 5, 8, 8, 4), encoder_hidden_states=g.f(B, 12, 16), timestep=g.t(),
+                pooled_projections=g.f(B, 8), visual_rope_pos=[list(range(5)), list(range(4)), list(range(4))],
                 text_rope_pos=__import__("torch").arange(12))
 
 
