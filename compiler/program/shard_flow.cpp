@@ -1791,16 +1791,13 @@ class ShardFlow {
                                                   : "values are split while its keys `" + k + "` are whole"),
              sk != nullptr && sv != nullptr ? "" : (k_split ? v : k), 2);
     }
-    // The context-parallel kernels take Q, K and V of as many heads, no causal mask and no dropout:
-    // refused here, by name, rather than on every rank once the run reaches the node.
+    // The context-parallel kernels take no causal mask and no dropout: refused here, by name,
+    // rather than on every rank once the run reaches the node.
     if (sk != nullptr && attention_.count(n.name) != 0) {
-      for (const char* option : {"enable_gqa", "is_causal"}) {
-        const Argument* a = Arg(n, option);
-        if (a != nullptr && a->kind == AK::kBool && a->b) {
-          Refuse(EditCheck::kCpUnsupportedOperator, n, k, *sk,
-                 std::string("the context-parallel attention kernels take no ") + option +
-                     (std::string(option) == "enable_gqa" ? " (fewer key/value heads than query heads)" : ""));
-        }
+      // (Grouped-query attention is taken: the runtime repeats the key/value heads first.)
+      const Argument* causal = Arg(n, "is_causal");
+      if (causal != nullptr && causal->kind == AK::kBool && causal->b) {
+        Refuse(EditCheck::kCpUnsupportedOperator, n, k, *sk, "the context-parallel attention kernels take no is_causal");
       }
       const Argument* dropout = Arg(n, "dropout_p");
       if (dropout != nullptr && dropout->kind == AK::kFloat && dropout->f != 0.0) {

@@ -504,13 +504,15 @@ void PrepareEdit(Impl& impl, size_t n, Instr& instr) {
     return parts;
   };
   if (node.target == program::kAttentionTarget) {
+    Source gqa;  // grouped-query attention: fewer key/value heads than query heads
+    gqa.constant = false;
     for (const program::NamedArgument& in : node.inputs) {
       const bool dropout = in.name == "dropout_p" && in.arg.kind == AK::kFloat && in.arg.f != 0.0;
       const bool causal = in.name == "is_causal" && in.arg.kind == AK::kBool && in.arg.b;
-      const bool gqa = in.name == "enable_gqa" && in.arg.kind == AK::kBool && in.arg.b;
-      if (dropout || causal || gqa) {
+      if (dropout || causal) {
         Refuse(impl, n, "context-parallel attention takes no " + in.name + " (the site would run it locally)");
       }
+      if (in.name == "enable_gqa" && in.arg.kind == AK::kBool && in.arg.b) gqa.constant = true;
     }
     instr.args = {tensor("query", false), tensor("key", false), tensor("value", false), tensor("attn_mask", true)};
     Source scale;  // None, or the float the node passes
@@ -520,6 +522,7 @@ void PrepareEdit(Impl& impl, size_t n, Instr& instr) {
     instr.args.push_back(scale);
     instr.args.push_back(parts_of());  // the streams a mask over (query, key) pairs lays out
     instr.args.push_back(parts_of("whole_parts"));  // the lengths of streams every rank holds whole
+    instr.args.push_back(gqa);
   } else if (node.target == program::kSplitTarget || node.target == program::kGatherTarget) {
     instr.args = {tensor("self", false)};
     instr.args.push_back(parts_of());
@@ -962,8 +965,25 @@ std::vector<at::Tensor> Interpreter::Run(const std::vector<c10::IValue>& user_in
             if (!stack[3].isNone()) mask = stack[3].toTensor();
             std::optional<double> scale;
             if (!stack[4].isNone()) scale = stack[4].toDouble();
-            out = impl.options.backend->Attention(stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor(), mask,
-                                                  scale, e, stack[5].toIntVector(), stack[6].toIntVector());
+            at::Tensor key = stack[1].toTensor();
+            at::Tensor value = stack[2].toTensor();
+            if (stack[7].toBool()) {
+              // Grouped-query attention: each key/value head serves heads / kv_heads query heads in a
+              // row (SDPA's enable_gqa). The context-parallel kernels take as many heads in all three,
+              // so the key/value heads are repeated first -- the same pairs of query and key heads on
+              // every rank, Ulysses' head exchange included, at the bytes of full heads.
+              const at::Tensor& query = stack[0].toTensor();
+              TORCH_CHECK(key.dim() == 4 && query.dim() == 4 && key.size(1) > 0 && query.size(1) % key.size(1) == 0,
+                          "grouped-query attention needs (batch, heads, tokens, head_dim) queries whose heads are a "
+                          "multiple of the keys' (queries ", query.sizes(), ", keys ", key.sizes(), ")");
+              const int64_t group = query.size(1) / key.size(1);
+              if (group > 1) {
+                key = key.repeat_interleave(group, 1);
+                value = value.repeat_interleave(group, 1);
+              }
+            }
+            out = impl.options.backend->Attention(stack[0].toTensor(), key, value, mask, scale, e,
+                                                  stack[5].toIntVector(), stack[6].toIntVector());
           }
           stack.clear();
           stack.push_back(std::move(out));

@@ -116,10 +116,12 @@ def entry(cls, tolerance=None, **config):
     return register
 
 
-@entry("AceStepTransformer1DModel", hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-       num_key_value_heads=2, head_dim=16, in_channels=16, audio_acoustic_hidden_dim=8, patch_size=2,
+@entry("AceStepTransformer1DModel", hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+       num_key_value_heads=2, head_dim=8, in_channels=16, audio_acoustic_hidden_dim=8, patch_size=2,
        sliding_window=8, encoder_hidden_size=24)
 def _(c, g):
+    # Grouped-query attention as ACE-Step 1.5 (8 key/value heads of 16): 2 of 4, so its self-attention's
+    # SDPA takes enable_gqa, which the context-parallel runs repeat the key/value heads for.
     return dict(hidden_states=g.f(B, 32, 8), timestep=g.t(1.0), timestep_r=g.t(0.5), encoder_hidden_states=g.f(B, 12, 24),
                 context_latents=g.f(B, 32, 8))
 
