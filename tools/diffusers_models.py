@@ -420,6 +420,22 @@ def make_inputs(cls_name, cfg, wl, f):
         return dict(hidden_states=f.float(B, n, a), timestep=f.float(B), timestep_r=f.float(B),
                     encoder_hidden_states=f.float(B, T, e),
                     context_latents=f.float(B, n, cfg.get("in_channels", 192) - a))
+    if cls_name == "HiDreamImageTransformer2DModel":
+        # HiDreamImagePipeline: 16-channel latents (8x) as (B, C, h, w) -- the model patchifies them
+        # itself (square latents: no hidden_states_masks, img_ids or img_sizes passed); the
+        # scheduler's float32 timesteps unscaled (0..1000); T5-XXL last hidden states padded to
+        # max_sequence_length (128); every Llama-3.1-8B hidden state after the embeddings stacked as
+        # (layers, B, T, 4096) -- the model picks cfg["llama_layers"] out of it, so the stack is as deep
+        # as its largest index + 1 (32 = all of Llama-3.1-8B's layers for the published config); and
+        # CLIP-L + CLIP-G pooled embeddings joined (text_emb_dim 2048).
+        h, w = wl["height"] // 8, wl["width"] // 8
+        t5_dim, llama_dim = cfg.get("caption_channels", [4096, 4096])
+        n_llama = max(cfg.get("llama_layers", [31])) + 1
+        return dict(hidden_states=f.float(B, cfg.get("in_channels", 16), h, w),
+                    timesteps=f.float(B, dtype=torch.float32),
+                    encoder_hidden_states_t5=f.float(B, T, t5_dim),
+                    encoder_hidden_states_llama3=f.float(n_llama, B, T, llama_dim),
+                    pooled_embeds=f.float(B, cfg.get("text_emb_dim", 2048)))
     raise SystemExit("no input builder for class %s" % cls_name)
 
 
