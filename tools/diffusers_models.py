@@ -436,6 +436,21 @@ def make_inputs(cls_name, cfg, wl, f):
                     encoder_hidden_states_t5=f.float(B, T, t5_dim),
                     encoder_hidden_states_llama3=f.float(n_llama, B, T, llama_dim),
                     pooled_embeds=f.float(B, cfg.get("text_emb_dim", 2048)))
+    if cls_name == "WanAnimateTransformer3DModel":
+        # WanAnimatePipeline, animate mode, one inference segment of `frames` (segment_frame_length)
+        # video frames: hidden_states joins the noisy latents (latent_channels) with the reference
+        # latents (4 mask + latent_channels channels) on the channel axis, one more latent frame than
+        # the segment has (the reference image's frame first); the pose video's latents at the
+        # segment's latent frames; the face video in pixels, motion_encoder_size square, one frame per
+        # video frame; umT5 prompt embeddings padded to max_sequence_length (512) and the reference
+        # image's CLIP features (257 tokens) as encoder_hidden_states_image; float timesteps.
+        fr, h, w = latent_video(wl["frames"], wl["height"], wl["width"])
+        face = cfg.get("motion_encoder_size", 512)
+        return dict(hidden_states=f.float(B, cfg.get("in_channels", 36), fr + 1, h, w), timestep=f.float(B),
+                    encoder_hidden_states=f.float(B, T, cfg.get("text_dim", 4096)),
+                    encoder_hidden_states_image=f.float(B, wl.get("image_len", 257), cfg.get("image_dim", 1280)),
+                    pose_hidden_states=f.float(B, cfg.get("latent_channels", 16), fr, h, w),
+                    face_pixel_values=f.float(B, 3, wl["frames"], face, face))
     raise SystemExit("no input builder for class %s" % cls_name)
 
 

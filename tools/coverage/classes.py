@@ -597,7 +597,8 @@ def _(c, g):
 
 
 @entry("WanAnimateTransformer3DModel", **dict(_WANLIKE, in_channels=12, latent_channels=4, image_dim=16,
-       motion_encoder_channel_sizes=None, motion_encoder_size=32, motion_style_dim=16, motion_dim=8,
+       # The face motion encoder's convolutions 16 wide at every size (512 by default: 15M parameters)
+       motion_encoder_channel_sizes={"4": 16, "8": 16, "16": 16, "32": 16}, motion_encoder_size=32, motion_style_dim=16, motion_dim=8,
        motion_encoder_dim=16, face_encoder_hidden_dim=16, face_encoder_num_heads=2, inject_face_latents_blocks=1,
        motion_encoder_batch_size=2))
 def _(c, g):
