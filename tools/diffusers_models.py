@@ -451,6 +451,81 @@ def make_inputs(cls_name, cfg, wl, f):
                     encoder_hidden_states_image=f.float(B, wl.get("image_len", 257), cfg.get("image_dim", 1280)),
                     pose_hidden_states=f.float(B, cfg.get("latent_channels", 16), fr, h, w),
                     face_pixel_values=f.float(B, 3, wl["frames"], face, face))
+    if cls_name == "LongCatImageTransformer2DModel":
+        # LongCatImagePipeline: Flux-style packed latents (2x2 patches of 16 channels at 8x, so
+        # in_channels 64, one token per 16x16 pixels), the Qwen2.5-VL last hidden states of the
+        # caption padded to tokenizer_max_length 512 (template prefix/suffix cut off), timestep / 1000
+        # per sample, and 2-D position ids without a batch dim: txt_ids (T, 3) and img_ids (n, 3),
+        # float32. guidance is None (no guidance embedding); no text mask.
+        n = (wl["height"] // 16) * (wl["width"] // 16)
+        return dict(hidden_states=f.float(B, n, cfg.get("in_channels", 64)),
+                    encoder_hidden_states=f.float(B, T, cfg.get("joint_attention_dim", 3584)),
+                    timestep=f.float(B), img_ids=f.float(n, 3, dtype=torch.float32),
+                    txt_ids=f.float(T, 3, dtype=torch.float32))
+    if cls_name == "GlmImageTransformer2DModel":
+        # GlmImagePipeline, text-to-image (no condition images, so no kv_caches): 16-channel latents
+        # (8x); encoder_hidden_states the ByT5 glyph embeddings of the prompt's quoted text (not padded
+        # to a fixed length); prior_token_id the AR model's d32 image tokens upsampled 2x, one per
+        # latent patch, with prior_token_drop False (the conditional branch; all True for the
+        # unconditional one); timesteps t - 1 (float32); target_size (H, W) and crop_coords (0, 0) in
+        # pixels, in the prompt embeddings' dtype. The forward zeroes the dropped prior embeddings by
+        # boolean indexing, so prior_token_drop is a real CPU tensor.
+        h, w = wl["height"] // 8, wl["width"] // 8
+        p = cfg.get("patch_size", 2)
+        n = (h // p) * (w // p)
+        book = cfg.get("prior_vq_quantizer_codebook_size", 16384)
+        size = [float(wl["height"]), float(wl["width"])] * B
+        return dict(hidden_states=f.float(B, cfg.get("in_channels", 16), h, w),
+                    encoder_hidden_states=f.float(B, T, cfg.get("text_embed_dim", 1472)),
+                    prior_token_id=f.ints(B, n, values=[(7 * i) % book for i in range(B * n)]),
+                    prior_token_drop=torch.zeros(B, n, dtype=torch.bool, device="cpu"),
+                    timestep=f.float(B, dtype=torch.float32),
+                    target_size=f.ints(B, 2, values=size, dtype=f.dtype),
+                    crop_coords=f.ints(B, 2, values=[0.0] * (2 * B), dtype=f.dtype))
+    if cls_name == "Ideogram4Transformer2DModel":
+        # Ideogram4Pipeline: one packed sequence per sample, [left padding | prompt tokens | image
+        # tokens], T = max_sequence_length (2048) text slots then the (H/16)*(W/16) image tokens (VAE 8x,
+        # patch 2). hidden_states: zeros in the text slots, then the patchified latents (in_channels);
+        # encoder_hidden_states: the 13 tapped Qwen3-VL layers' features in the prompt slots, zeros
+        # elsewhere (llm_features_dim); position_ids (t, h, w): zeros for padding, (i, i, i) for the i-th
+        # prompt token, (0, row, col) + 65536 for the image; segment_ids -1 for padding, 1 for the
+        # sample; indicator 0 padding, 3 text, 2 image; timesteps 1 - t/1000 in [0, 1]. T = 0 is the
+        # unconditional_transformer's call (image tokens only, zeroed text features). The prompt fills
+        # prompt_tokens of the T slots (all of them unless given).
+        h, w = wl["height"] // 16, wl["width"] // 16
+        n, S = h * w, T + h * w
+        k = min(wl.get("prompt_tokens", T), T)
+        pos, seg, ind = [], [], []
+        for _ in range(B):
+            pos += [0] * (3 * (T - k)) + [v for i in range(k) for v in (i, i, i)]
+            pos += [v for i in range(h) for j in range(w) for v in (65536, 65536 + i, 65536 + j)]
+            seg += [-1] * (T - k) + [1] * (k + n)
+            ind += [0] * (T - k) + [3] * k + [2] * n
+        return dict(hidden_states=f.float(B, S, cfg.get("in_channels", 128)), timestep=f.float(B),
+                    encoder_hidden_states=f.float(B, S, cfg.get("llm_features_dim", 53248)),
+                    position_ids=f.ints(B, S, 3, values=pos), segment_ids=f.ints(B, S, values=seg),
+                    indicator=f.ints(B, S, values=ind))
+    if cls_name == "HunyuanImageTransformer2DModel":
+        # HunyuanImagePipeline: 64-channel latents of its 32x VAE, (B, C, H/32, W/32); the Qwen2.5-VL
+        # prompt padded to tokenizer_max_length (1000, after the 34 template tokens are dropped) and
+        # the ByT5 glyph prompt padded to tokenizer_2_max_length (128), each with its attention mask;
+        # float timesteps. guidance (x1000) only for a guidance-distilled config, timestep_r (the next
+        # timestep) only for a meanflow one. The forward reorders each sample's text by its masks
+        # (valid ByT5, valid Qwen, then the padding, by boolean indexing), so the masks are real CPU
+        # tensors: all tokens valid here, which gives the same shapes as any other prompt.
+        h, w = wl["height"] // 32, wl["width"] // 32
+        T2 = wl.get("text_2_len", 128)
+        kw = dict(hidden_states=f.float(B, cfg.get("in_channels", 64), h, w), timestep=f.float(B),
+                  encoder_hidden_states=f.float(B, T, cfg.get("text_embed_dim", 3584)),
+                  encoder_attention_mask=torch.ones(B, T, dtype=i64, device="cpu"))
+        if cfg.get("text_embed_2_dim"):
+            kw["encoder_hidden_states_2"] = f.float(B, T2, cfg["text_embed_2_dim"])
+            kw["encoder_attention_mask_2"] = torch.ones(B, T2, dtype=i64, device="cpu")
+        if cfg.get("guidance_embeds", False):
+            kw["guidance"] = f.float(B)
+        if cfg.get("use_meanflow", False):
+            kw["timestep_r"] = f.float(B)
+        return kw
     raise SystemExit("no input builder for class %s" % cls_name)
 
 

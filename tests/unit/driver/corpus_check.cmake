@@ -22,7 +22,7 @@ foreach(g flux1-dev flux2-dev qwen-image qwen-image-21 wan2.1-t2v-14b wan2.1-t2v
           cogview4-6b cogview3-plus-3b sd3.5-large wan2.1-vace-14b pixart-sigma-xl-2-1024 auraflow-v0.2
           chroma1-hd dit-xl-2-256 latte-1 allegro mochi-1-preview sana-video-2b-480p
           cosmos-predict2-2b-text2image bria-3.2 ovis-image-7b joyai-image-edit omnigen-v1
-          acestep-v1.5-turbo)
+          acestep-v1.5-turbo longcat-image glm-image)
   list(APPEND _graphs --graph graphs/${g}.graph.json)
 endforeach()
 execute_process(
