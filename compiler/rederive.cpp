@@ -247,7 +247,7 @@ plan::ExecutionPlan CompileRules(const plan::ExecutionPlan& plan, const model::M
     options.workload = plan.workload.name;
     options.plan_file = name;
     options.activation_bytes = ActivationBytes(plan);
-    options.gathers_checked_by_dataflow = true;
+    options.checked_by_dataflow = true;
     if (plan.guidance_calls) options.branches = plan.guidance_calls->branches;
     derived = CompileAst(*ast, graph, options, diags);
   }

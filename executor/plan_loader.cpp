@@ -74,7 +74,7 @@ LoadedPlan LoadPlan(const PlanRequest& request) {
     options.plan_file = request.plan_file;
     options.activation_bytes = request.activation_bytes;
     options.branches = request.branches;
-    options.gathers_checked_by_dataflow = true;  // a program's dataflow checks every gather
+    options.checked_by_dataflow = true;  // a program's dataflow checks every gather and colwise chain
     compiled = CompileAst(*ast, *graph.graph, options, diags);
   }
   tracker.Flush();

@@ -467,7 +467,10 @@ def host_values():
 def derived_config(cls_name, cfg, model):
     d = OrderedDict()
     heads = cfg.get("num_attention_heads")
-    head_dim = cfg.get("attention_head_dim")
+    # Named head_dim by some (ACE-Step), or left to hidden_size / heads (JoyImage, OmniGen).
+    head_dim = cfg.get("attention_head_dim") or cfg.get("head_dim")
+    if heads and not head_dim and isinstance(cfg.get("hidden_size"), int) and cfg["hidden_size"] % heads == 0:
+        head_dim = cfg["hidden_size"] // heads
     if heads and head_dim:
         d["num_attention_heads"] = heads
         d["attention_head_dim"] = head_dim

@@ -29,9 +29,11 @@ struct BindOptions {
   std::string attention_kernel = "auto";
   // The graph is a program's view, whose dataflow check (compiler/program/shard_flow.cpp) finds
   // the dim each gathered value is split on: the binder's coarser length test of gathers (a graph
-  // without dataflow has nothing better) is left to it, and so is the test that the last split
-  // runs before a gather (by registration order, which a program's calls need not follow).
-  bool gathers_checked_by_dataflow = false;
+  // without dataflow has nothing better) is left to it, and so are the test that the last split
+  // runs before a gather (by registration order, which a program's calls need not follow) and the
+  // test that a rowwise layer of each colwise width follows (by widths: grouped-query keys and
+  // values are narrower than the output projection that reduces them).
+  bool checked_by_dataflow = false;
   // Guidance branches the job runs as forward calls of their own (a plan's guidance_parallel
   // `calls`): weft-run's number of --inputs files, weft's --branches; 0 = one per cfg rank group.
   int64_t branches = 0;

@@ -894,7 +894,9 @@ void Binder::CheckColwiseChains() {
   // A colwise layer's output is sharded along its width; a rowwise layer that takes that width
   // as its input features (or as one of its packed blocks) must reduce it back, inside the
   // same block: the nearest ancestor subtree with such a layer, looking no higher than the
-  // outermost list item (the transformer block) or the root.
+  // outermost list item (the transformer block) or the root. A program's dataflow follows each
+  // colwise output to the layer that reduces it (or refuses it by name), widths aside.
+  if (options_.checked_by_dataflow) return;
   std::vector<std::vector<int64_t>> reduces(graph_.modules.size());
   for (const BoundTp& t : out_.tp) {
     if (t.style == plan::ShardStyle::kRowwise) {
@@ -916,9 +918,31 @@ void Binder::CheckColwiseChains() {
       path = dot == std::string::npos ? "" : path.substr(0, dot);
     }
   }
+  // The colwise widths of each module's direct children: grouped-query attention's keys and
+  // values are narrower than its queries, whose width the output projection reduces.
+  std::unordered_map<std::string, std::set<int64_t>> colwise_of_parent;
+  for (const BoundTp& t : out_.tp) {
+    if (t.style != plan::ShardStyle::kColwise) continue;
+    const model::Param* w = graph_.modules[t.module].FindParam("weight");
+    const std::string& path = graph_.modules[t.module].path;
+    const size_t dot = path.rfind('.');
+    if (w != nullptr && w->shape.size() == 2) colwise_of_parent[dot == std::string::npos ? "" : path.substr(0, dot)].insert(w->shape[0]);
+  }
   auto subtree_reduces = [&](const std::string& prefix, int64_t width) {
     auto it = reduced_below.find(prefix);
     return it != reduced_below.end() && it->second.count(width) > 0;
+  };
+  // `width` a whole fraction of a sibling colwise width that the subtree reduces (the key/value
+  // heads of grouped-query attention, each serving several query heads).
+  auto grouped_with_sibling = [&](const std::string& prefix, const std::string& own, int64_t width) {
+    auto it = reduced_below.find(prefix);
+    const size_t dot = own.rfind('.');
+    auto sib = colwise_of_parent.find(dot == std::string::npos ? "" : own.substr(0, dot));
+    if (it == reduced_below.end() || sib == colwise_of_parent.end() || width <= 0) return false;
+    for (const int64_t w : sib->second) {
+      if (w > width && w % width == 0 && it->second.count(w) > 0) return true;
+    }
+    return false;
   };
   for (const BoundTp& t : out_.tp) {
     if (t.style != plan::ShardStyle::kColwise && t.style != plan::ShardStyle::kPackedColwise) continue;
@@ -948,7 +972,7 @@ void Binder::CheckColwiseChains() {
       while (true) {
         const size_t dot = path.rfind('.');
         const std::string parent = dot == std::string::npos ? "" : path.substr(0, dot);
-        if (subtree_reduces(parent, width)) {
+        if (subtree_reduces(parent, width) || grouped_with_sibling(parent, own, width)) {
           found = true;
           break;
         }
@@ -975,7 +999,7 @@ void Binder::CheckGathers() {
 }
 
 void Binder::CheckGatherLengths() {
-  if (out_.mesh.Cp() <= 1 || out_.splits.empty() || options_.gathers_checked_by_dataflow) return;
+  if (out_.mesh.Cp() <= 1 || out_.splits.empty() || options_.checked_by_dataflow) return;
   const std::vector<int64_t>& cut = out_.sharded_lengths;
   for (size_t k = 0; k < out_.gathers.size(); ++k) {
     const BoundGather& g = out_.gathers[k];
@@ -1004,7 +1028,7 @@ void Binder::CheckOutputGathered() {
   // the last gather. A program's dataflow knows the real order (BriaFibo calls its
   // `caption_projection` list, registered after `proj_out`, before every block) and refuses a
   // split that reaches the output itself (shard_flow.cpp, SplitNeverGathered).
-  if (out_.splits.empty() || out_.mesh.Cp() <= 1 || options_.gathers_checked_by_dataflow) return;
+  if (out_.splits.empty() || out_.mesh.Cp() <= 1 || options_.checked_by_dataflow) return;
   auto subtree_end = [&](model::ModuleId id) {
     const std::string& path = graph_.modules[id].path;
     size_t end = id + 1;

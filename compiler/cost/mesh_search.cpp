@@ -120,7 +120,7 @@ std::vector<Candidate> SearchMeshes(const SearchRequest& r, size_t keep_plans) {
     b.workload = r.workload.empty() && !r.graph->workloads.empty() ? r.graph->workloads.front().name : r.workload;
     b.plan_file = r.plan_file;
     b.activation_bytes = r.activation_bytes;
-    b.gathers_checked_by_dataflow = true;
+    b.checked_by_dataflow = true;
     diag::CollectingConsumer collected;
     diag::Emitter diags(*r.sources, collected, 1);
     std::optional<plan::ExecutionPlan> plan = CompileAst(*r.ast, *r.graph, b, diags);

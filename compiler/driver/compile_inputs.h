@@ -374,7 +374,7 @@ inline bind::BindOptions BindOptionsFor(const Inputs& in, const Combination& c) 
   // A program's activations are its own dtype (an fp32 export runs in fp32), unless --dtype says.
   b.activation_bytes = program != nullptr && !in.dtype_given ? program->ActivationBytes() : in.activation_bytes;
   b.attention_kernel = in.attention_kernel;
-  b.gathers_checked_by_dataflow = program != nullptr;
+  b.checked_by_dataflow = program != nullptr;
   b.branches = in.branches;
   return b;
 }

@@ -1727,6 +1727,7 @@ class ShardFlow {
         Refuse(Tp() ? EditCheck::kTpAttentionHeadsMismatch : EditCheck::kTpColwiseEscapes, n, any_name, *any,
                std::string("its ") + role + " `" + name + "` " + whole);
       }
+      if (s->dim == dim && GroupedQueryHeads(n, *sq, *s)) continue;
       if (s->dim != dim || !s->SameLayout(*any)) Refuse(elsewhere_check, n, name, *s, elsewhere);
     }
     if (!mask.empty()) {
@@ -1744,6 +1745,17 @@ class ShardFlow {
       }
     }
     SetLike(Outputs(n)[0], dim, *any);
+  }
+
+  // Grouped-query attention (SDPA's enable_gqa) over tp: query head h reads key/value head
+  // h / (heads / kv_heads), so with the query heads and the key/value heads each cut into the same
+  // number of equal parts in order, every rank's query heads read exactly its key/value heads.
+  bool GroupedQueryHeads(const Node& n, const Sharding& q, const Sharding& kv) const {
+    const Argument* gqa = Arg(n, "enable_gqa");
+    if (!Tp() || gqa == nullptr || gqa->kind != AK::kBool || !gqa->b) return false;
+    if (q.blocks.size() != 1 || kv.blocks.size() != 1 || q.HasWhole() || kv.HasWhole()) return false;
+    const int64_t heads = q.blocks[0], kv_heads = kv.blocks[0];
+    return kv_heads > 0 && heads % kv_heads == 0 && kv_heads % tp_ == 0;
   }
 
   void Attention(const Node& n) {

@@ -71,7 +71,7 @@ plan::ExecutionPlan CompileFluxOn(const model::ModelGraph& graph, const std::str
   b.workload = graph.workloads.front().name;
   b.plan_file = kPlan;
   b.activation_bytes = activation_bytes;
-  b.gathers_checked_by_dataflow = program != nullptr;
+  b.checked_by_dataflow = program != nullptr;
   diag::CollectingConsumer sink;
   diag::Emitter diags(c.sources, sink);
   std::optional<plan::ExecutionPlan> p = CompileAst(*c.ast, graph, b, diags);

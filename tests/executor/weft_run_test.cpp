@@ -484,7 +484,7 @@ TEST(WeftRunJob, DumpedGraphChecksThePlan) {
   Shell missing = Sh(kWeftRun + " --model wan:ti2v-5b --dump-graph");
   EXPECT_EQ(missing.status, 2) << missing.output;
   EXPECT_NE(missing.output.find("weft-run: unknown model `wan:ti2v-5b`: no wan-ti2v-5b.json in " + kSource +
-                                "/tools/model_configs (there: allegro, auraflow-v0.2, chroma1-hd, chronoedit-14b, "),
+                                "/tools/model_configs (there: acestep-v1.5-turbo, allegro, auraflow-v0.2, bria-3.2, bria-fibo, chroma1-hd, "),
             std::string::npos) << missing.output;
 }
 
@@ -598,7 +598,7 @@ TEST(WeftRunJob, UnknownModelIsAClearError) {
   Shell s = Sh(kWeftRun + " --model flux:huge --nproc 1 --mesh ulysses=1");
   EXPECT_EQ(s.status, 2) << s.output;
   EXPECT_EQ(s.output.rfind("weft-run: unknown model `flux:huge`: no flux-huge.json in " + kSource +
-                               "/tools/model_configs (there: allegro, auraflow-v0.2, chroma1-hd, chronoedit-14b, chronoedit-tiny, cogvideox-5b, cogview3-plus-3b, cogview4-6b, dit-xl-2-256, flux-heads6-tiny, ",
+                               "/tools/model_configs (there: acestep-v1.5-turbo, allegro, auraflow-v0.2, bria-3.2, bria-fibo, chroma1-hd, chronoedit-14b, chronoedit-tiny, cogvideox-5b, cogview3-plus-3b, cogview4-6b, cosmos-predict2-2b-text2image, dit-xl-2-256, flux-heads6-tiny, ",
                            0),
             0u) << s.output;
   EXPECT_NE(s.output.find("); give a diffusers directory with --model-dir, or a config with --model-config\n"),
