@@ -304,13 +304,14 @@ def make_inputs(cls_name, cfg, wl, f):
         return dict(hidden_states=f.float(B, cfg.get("in_channels", 16), fr, h, w), timestep=f.float(B),
                     encoder_hidden_states=f.float(B, T, cfg.get("text_embed_dim", 1024)),
                     padding_mask=f.float(1, 1, wl["height"], wl["width"]))
-    if cls_name == "BriaTransformer2DModel":
-        # BriaPipeline: the VAE's latents (8x; the pipeline's vae_scale_factor is 16 because it
-        # counts the 2x2 packing) packed 2x2 into one token per 16x16 pixels of in_channels
-        # channels; T5-XXL captions zero-padded to max_sequence_length (128); one float timestep
-        # per sample; 2-D position ids: zeros for the text, (0, row, col) for the image tokens
-        # (the pipeline gives img_ids in the transformer dtype and txt_ids in float32; the
-        # forward joins them, promoting to float32). No pooled projection, no guidance.
+    if cls_name in ("BriaTransformer2DModel", "LongCatImageTransformer2DModel"):
+        # BriaPipeline / LongCatImagePipeline: the VAE's latents (8x) packed 2x2 into one token per
+        # 16x16 pixels of in_channels channels; T5-XXL captions zero-padded to max_sequence_length
+        # (Bria: 128) / the Qwen2.5-VL last hidden states of the caption padded to
+        # tokenizer_max_length (LongCat: 512, the template's prefix and suffix cut off); one float
+        # timestep per sample; 2-D position ids without a batch dim: zeros for the text, (0, row,
+        # col) for the image tokens (float32 as the forward joins them). No pooled projection, no
+        # guidance, no text mask.
         n = (wl["height"] // 16) * (wl["width"] // 16)
         return dict(hidden_states=f.float(B, n, cfg.get("in_channels", 64)),
                     encoder_hidden_states=f.float(B, T, cfg.get("joint_attention_dim", 4096)),
@@ -451,17 +452,6 @@ def make_inputs(cls_name, cfg, wl, f):
                     encoder_hidden_states_image=f.float(B, wl.get("image_len", 257), cfg.get("image_dim", 1280)),
                     pose_hidden_states=f.float(B, cfg.get("latent_channels", 16), fr, h, w),
                     face_pixel_values=f.float(B, 3, wl["frames"], face, face))
-    if cls_name == "LongCatImageTransformer2DModel":
-        # LongCatImagePipeline: Flux-style packed latents (2x2 patches of 16 channels at 8x, so
-        # in_channels 64, one token per 16x16 pixels), the Qwen2.5-VL last hidden states of the
-        # caption padded to tokenizer_max_length 512 (template prefix/suffix cut off), timestep / 1000
-        # per sample, and 2-D position ids without a batch dim: txt_ids (T, 3) and img_ids (n, 3),
-        # float32. guidance is None (no guidance embedding); no text mask.
-        n = (wl["height"] // 16) * (wl["width"] // 16)
-        return dict(hidden_states=f.float(B, n, cfg.get("in_channels", 64)),
-                    encoder_hidden_states=f.float(B, T, cfg.get("joint_attention_dim", 3584)),
-                    timestep=f.float(B), img_ids=f.float(n, 3, dtype=torch.float32),
-                    txt_ids=f.float(T, 3, dtype=torch.float32))
     if cls_name == "GlmImageTransformer2DModel":
         # GlmImagePipeline, text-to-image (no condition images, so no kv_caches): 16-channel latents
         # (8x); encoder_hidden_states the ByT5 glyph embeddings of the prompt's quoted text (not padded
