@@ -1805,10 +1805,11 @@ class ShardFlow {
     }
     // The context-parallel kernels take no causal mask and no dropout: refused here, by name,
     // rather than on every rank once the run reaches the node.
+    const Argument* causal = Arg(n, "is_causal");
+    const bool is_causal = causal != nullptr && causal->kind == AK::kBool && causal->b;
     if (sk != nullptr && attention_.count(n.name) != 0) {
       // (Grouped-query attention is taken: the runtime repeats the key/value heads first.)
-      const Argument* causal = Arg(n, "is_causal");
-      if (causal != nullptr && causal->kind == AK::kBool && causal->b) {
+      if (is_causal) {
         Refuse(EditCheck::kCpUnsupportedOperator, n, k, *sk, "the context-parallel attention kernels take no is_causal");
       }
       const Argument* dropout = Arg(n, "dropout_p");
@@ -1821,6 +1822,14 @@ class ShardFlow {
       Refuse(EditCheck::kTpAttentionHeadsMismatch, n, name, sk != nullptr ? *sk : *sv,
              "the plan leaves this attention local, so each query would see only this rank's keys; make it "
              "context_parallel");
+    }
+    // A causal attention pairs query i with keys 0..i by position within the tensors it is given:
+    // run on this rank's queries alone, its first query would see key 0 only -- a silent wrong
+    // answer, whatever the keys hold.
+    if (sq != nullptr && is_causal) {
+      Refuse(EditCheck::kCpUnsupportedOperator, n, q, *sq,
+             "it is causal (is_causal: query i sees keys 0..i by position), and with its queries split each "
+             "rank's first query would see key 0 only; leave its queries whole");
     }
     if ((sq != nullptr && sq->HasWhole()) || (sk != nullptr && sk->HasWhole())) WholeStreams(n, mask, sq, sk);
     // Whole keys and values: a local attention of this rank's queries is exact (cross-attention on

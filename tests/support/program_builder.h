@@ -41,6 +41,20 @@ inline Argument Int(int64_t v) {
   return a;
 }
 
+inline Argument Bool(bool v) {
+  Argument a;
+  a.kind = Argument::Kind::kBool;
+  a.b = v;
+  return a;
+}
+
+inline Argument Float(double v) {
+  Argument a;
+  a.kind = Argument::Kind::kFloat;
+  a.f = v;
+  return a;
+}
+
 inline Argument Ints(std::vector<int64_t> v) {
   Argument a;
   a.kind = Argument::Kind::kInts;

@@ -21,6 +21,8 @@ namespace {
 
 using AK = Argument::Kind;
 
+using testing::Bool;
+using testing::Float;
 using testing::In;
 using testing::Int;
 using testing::Ints;
@@ -396,6 +398,56 @@ plan::ProgramEdit AttentionEditOfO(plan::AttentionMode mode) {
   attention.attention->mode = mode;
   attention.origin = plan::Origin{"plan.weft", 7, 3, false};
   return attention;
+}
+
+// Self-attention over split x (2 tokens, 8 features) viewed as (1, 1, -1, 8), run context-parallel
+// (the edit of `o`), with SDPA's `extra` argument: the kernels take no causal mask and no dropout,
+// and `weft check` says so by name before anything runs.
+TEST(ShardFlow, ContextParallelAttentionTakesNoCausalMaskNorDropout) {
+  for (const auto& [extra, what] : {std::pair{In("is_causal", Bool(true)), std::string("is_causal")},
+                                    std::pair{In("dropout_p", Float(0.1)), std::string("dropout")}}) {
+    SCOPED_TRACE(what);
+    Builder b;
+    b.Add("q", "view.default", {In("self", Tensor("x")), In("size", Ints({1, 1, -1, 8}))}, {1, 1, 2, 8});
+    b.Add("o", "scaled_dot_product_attention.default",
+          {In("query", Tensor("q")), In("key", Tensor("q")), In("value", Tensor("q")), extra}, {1, 1, 2, 8});
+    b.Output("o");
+    plan::ProgramEdits edits = SplitX(0);
+    edits.edits.push_back(AttentionEditOfO(plan::AttentionMode::kRing));
+    edits.edits.push_back(GatherOf("o", 2, 4, 9));
+    ExpectRefused([&] { CheckSplitDataflow(Mesh(plan::kRingAxis), b.p, edits); }, EditCheck::kCpUnsupportedOperator,
+        "program: a context-parallel split cannot pass node `o` (scaled_dot_product_attention.default) at the root: "
+        "the context-parallel attention kernels take no " + what + "; it reads `q`, split along dim 2 in blocks [2]; "
+        "its split comes from the plan's rule for the root (rule at plan.weft:5:5)");
+  }
+}
+
+// Split queries over whole keys (cross-attention on whole text) run as a local attention on each
+// rank's queries -- exact, unless the attention is causal: SDPA pairs query i with keys 0..i by
+// position within the tensors it is given, so each rank's first query would see key 0 only.
+TEST(ShardFlow, LocalAttentionOfSplitQueriesIsRefusedWhenCausal) {
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal);
+    Builder b;
+    b.Input("c", {3, 8}, InputSpec::Kind::kUserInput, "");
+    b.Add("q", "view.default", {In("self", Tensor("x")), In("size", Ints({1, 1, -1, 8}))}, {1, 1, 2, 8});
+    b.Add("k", "view.default", {In("self", Tensor("c")), In("size", Ints({1, 1, -1, 8}))}, {1, 1, 3, 8});
+    b.Add("o", "scaled_dot_product_attention.default",
+          {In("query", Tensor("q")), In("key", Tensor("k")), In("value", Tensor("k")), In("is_causal", Bool(causal))},
+          {1, 1, 2, 8});
+    b.Output("o");
+    plan::ProgramEdits edits = SplitX(0);
+    edits.edits.push_back(GatherOf("o", 2, 4, 9));
+    if (!causal) {
+      CheckSplitDataflow(Mesh(plan::kUlyssesAxis), b.p, edits);
+      continue;
+    }
+    ExpectRefused([&] { CheckSplitDataflow(Mesh(plan::kUlyssesAxis), b.p, edits); }, EditCheck::kCpUnsupportedOperator,
+        "program: a context-parallel split cannot pass node `o` (scaled_dot_product_attention.default) at the root: "
+        "it is causal (is_causal: query i sees keys 0..i by position), and with its queries split each rank's first "
+        "query would see key 0 only; leave its queries whole; it reads `q`, split along dim 2 in blocks [2]; its "
+        "split comes from the plan's rule for the root (rule at plan.weft:5:5)");
+  }
 }
 
 TEST(LocalSizes, RefusesAMaskNotLaidOutWithItsKeys) {
