@@ -181,26 +181,10 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
     return plan::Collective{plan::CollectiveOp::kAllReduce, axis, 1,
                             source::SaturatingMul(RankBytes(plan, p, v), 2 * (n - 1)) / n};
   };
-  for (const plan::ProgramEdit& e : plan.program->edits) {
-    if (e.kind != plan::ProgramEdit::Kind::kAllReduce || e.group != plan::kTpAxis || e.new_value <= 0 || tp <= 1) continue;
-    plan::AddCollective(tp_sums[e.module], all_reduce(e.value, std::string(plan::kTpAxis), tp));
-  }
-  for (const plan::ProgramEdit& e : plan.program->edits) {
-    if (e.kind != plan::ProgramEdit::Kind::kAllReduce || e.group != plan::kCpGroup || cp <= 1) continue;
-    plan::AddCollective(key_sums[e.module], all_reduce(e.value, std::string(plan::kCpGroup), cp));
-  }
   // Halo exchanges of convolutions over a split grid (ProgramBackend::Halo): each rank sends its
   // first and last `new_value` rows to the ranks before and after it, one send_recv; priced for a
   // rank with both neighbours (the ends send one side: on 2 ranks, each sends one).
   std::map<std::string, std::vector<plan::Collective>> halos;
-  for (const plan::ProgramEdit& e : plan.program->edits) {
-    if (e.kind != plan::ProgramEdit::Kind::kHalo || cp <= 1) continue;
-    const TensorMeta* meta = p.FindTensor(e.value);
-    if (meta == nullptr || e.dim < 0 || e.dim >= static_cast<int64_t>(meta->sizes.size())) continue;
-    const int64_t rows = source::SaturatingMul(e.new_value, cp > 2 ? 2 : 1);
-    plan::AddCollective(halos[e.module], {plan::CollectiveOp::kSendRecv, std::string(plan::kCpGroup), 1,
-                                          source::SaturatingMul(RankBytes(plan, p, e.value, e.dim), rows)});
-  }
   // Streams every rank holds whole (runtime::AttentionWithWholeRows): per attention node, by module
   // in program order, the query and key rows they hold (q_before + q_after, kv_before + kv_after).
   // A count known only at run time (Mochi's valid text) is its hint: a nonzero's count at its
@@ -210,51 +194,60 @@ void MatchCostToEdits(plan::ExecutionPlan& plan, const Program& p, const model::
     int64_t elem_bytes = 4;  // of the attention's query
   };
   std::map<std::string, std::vector<WholeRowsOfCall>> whole_rows;
+  // One walk over the edits gathers, by module, what the steps' costs change by.
   for (const plan::ProgramEdit& e : plan.program->edits) {
-    if (e.kind != plan::ProgramEdit::Kind::kAttention || e.whole_parts.empty()) continue;
-    WholeRowsOfCall rows;
-    auto n = nodes.find(e.node);
-    if (n != nodes.end() && !n->second->inputs.empty() && n->second->inputs[0].arg.kind == Argument::Kind::kTensor) {
-      if (const TensorMeta* query = p.FindTensor(n->second->inputs[0].arg.name)) rows.elem_bytes = ScalarTypeBytes(query->dtype);
-    }
-    for (const plan::WholePart& part : e.whole_parts) {
-      const TensorMeta* meta = p.FindTensor(part.value);
-      if (meta == nullptr || part.dim < 0 || part.dim >= static_cast<int64_t>(meta->sizes.size())) continue;
-      (part.at == "q_before" || part.at == "q_after" ? rows.q : rows.kv) += meta->sizes[static_cast<size_t>(part.dim)].value;
-    }
-    whole_rows[e.module].push_back(rows);
-  }
-  for (const plan::ProgramEdit& e : plan.program->edits) {
-    if (e.kind != plan::ProgramEdit::Kind::kAttention) continue;
-    sites.insert(e.module);
-    if (e.attention && e.attention->pair_mask) {
-      paired.insert(e.module);
-      continue;
-    }
-    auto n = nodes.find(e.node);
-    if (n == nodes.end()) continue;
-    for (const NamedArgument& in : n->second->inputs) {
-      if (in.name != "attn_mask" || in.arg.kind != Argument::Kind::kTensor) continue;
-      masked.insert(e.module);
-      const TensorMeta* meta = p.FindTensor(in.arg.name);
-      if (meta != nullptr && meta->dtype != ScalarType::kBool) additive.insert(e.module);
+    if (e.kind == plan::ProgramEdit::Kind::kAllReduce) {
+      if (e.group == plan::kTpAxis && e.new_value > 0 && tp > 1) {
+        plan::AddCollective(tp_sums[e.module], all_reduce(e.value, std::string(plan::kTpAxis), tp));
+      } else if (e.group == plan::kCpGroup && cp > 1) {
+        plan::AddCollective(key_sums[e.module], all_reduce(e.value, std::string(plan::kCpGroup), cp));
+      }
+    } else if (e.kind == plan::ProgramEdit::Kind::kHalo) {
+      const TensorMeta* meta = p.FindTensor(e.value);
+      if (cp <= 1 || meta == nullptr || e.dim < 0 || e.dim >= static_cast<int64_t>(meta->sizes.size())) continue;
+      const int64_t rows = source::SaturatingMul(e.new_value, cp > 2 ? 2 : 1);
+      plan::AddCollective(halos[e.module], {plan::CollectiveOp::kSendRecv, std::string(plan::kCpGroup), 1,
+                                            source::SaturatingMul(RankBytes(plan, p, e.value, e.dim), rows)});
+    } else if (e.kind == plan::ProgramEdit::Kind::kAttention) {
+      sites.insert(e.module);
+      auto n = nodes.find(e.node);
+      if (!e.whole_parts.empty()) {
+        WholeRowsOfCall rows;
+        if (n != nodes.end() && !n->second->inputs.empty() && n->second->inputs[0].arg.kind == Argument::Kind::kTensor) {
+          if (const TensorMeta* query = p.FindTensor(n->second->inputs[0].arg.name)) rows.elem_bytes = ScalarTypeBytes(query->dtype);
+        }
+        for (const plan::WholePart& part : e.whole_parts) {
+          const TensorMeta* meta = p.FindTensor(part.value);
+          if (meta == nullptr || part.dim < 0 || part.dim >= static_cast<int64_t>(meta->sizes.size())) continue;
+          (part.at == "q_before" || part.at == "q_after" ? rows.q : rows.kv) += meta->sizes[static_cast<size_t>(part.dim)].value;
+        }
+        whole_rows[e.module].push_back(rows);
+      }
+      if (e.attention && e.attention->pair_mask) {
+        paired.insert(e.module);
+        continue;
+      }
+      if (n == nodes.end()) continue;
+      for (const NamedArgument& in : n->second->inputs) {
+        if (in.name != "attn_mask" || in.arg.kind != Argument::Kind::kTensor) continue;
+        masked.insert(e.module);
+        const TensorMeta* meta = p.FindTensor(in.arg.name);
+        if (meta != nullptr && meta->dtype != ScalarType::kBool) additive.insert(e.module);
+      }
     }
   }
   int64_t step_weights = 0;
   for (const plan::ModuleStep& s : plan.steps) step_weights += s.cost.weight_bytes;
   const model::Workload* w = graph.FindWorkload(plan.workload.name);
   bool changed = false;
+  // The tp sums and the halos add to what the step moves, per call.
   for (plan::ModuleStep& s : plan.steps) {
-    auto sums = tp_sums.find(s.module);
-    if (sums == tp_sums.end()) continue;
-    for (const plan::Collective& x : sums->second) plan::AddCollective(s.cost.collectives, plan::PerCall(x, s.calls));
-    changed = true;
-  }
-  for (plan::ModuleStep& s : plan.steps) {
-    auto h = halos.find(s.module);
-    if (h == halos.end()) continue;
-    for (const plan::Collective& x : h->second) plan::AddCollective(s.cost.collectives, plan::PerCall(x, s.calls));
-    changed = true;
+    for (const auto* by_module : {&tp_sums, &halos}) {
+      auto found = by_module->find(s.module);
+      if (found == by_module->end()) continue;
+      for (const plan::Collective& x : found->second) plan::AddCollective(s.cost.collectives, plan::PerCall(x, s.calls));
+      changed = true;
+    }
   }
   // The Q/K/V exchanges of attention on the ring and ulysses axes, which the graph view priced.
   auto drop_exchanges = [](std::vector<plan::Collective>& c) {
