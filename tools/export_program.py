@@ -185,11 +185,13 @@ def _hidream_moe_dense(self, x, flat_expert_indices, flat_expert_weights):
     torch.export cannot trace): every expert runs on every token and its output is weighted by the
     gate's weight for that token, zero where the expert was not among the token's top k. Each
     token's sum is the original's (the same products, added in expert order from zero); the
-    program computes all experts, not only the chosen ones."""
+    program computes all experts, not only the chosen ones. The sum starts from zeros_like(x), which
+    follows x's token split, not from a tensor sized by x's full token count."""
+    import torch
     k = self.num_activated_experts
     chosen = flat_expert_indices.view(-1, k)
     weights = flat_expert_weights.view(-1, k)
-    out = x.new_zeros(x.shape)
+    out = torch.zeros_like(x)
     for i, expert in enumerate(self.experts):
         weight = (weights * (chosen == i).to(weights.dtype)).sum(dim=-1, keepdim=True)
         out = out + expert(x) * weight

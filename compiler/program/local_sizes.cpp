@@ -60,7 +60,10 @@ class LocalSizes {
   void Run() {
     Collect();
     if (all_lengths_.empty()) return;
-    for (size_t index = 0; index < p_.nodes.size(); ++index) Visit(index);
+    for (size_t index = 0; index < p_.nodes.size(); ++index) {
+      Visit(index);
+      TrackLocalSizes(p_.nodes[index]);
+    }
     for (auto it = local_attention_.rbegin(); it != local_attention_.rend(); ++it) {
       edits_.edits.erase(edits_.edits.begin() + static_cast<std::ptrdiff_t>(*it));
     }
@@ -424,10 +427,13 @@ class LocalSizes {
   // shard's length (a RoPE table built from every position, a residual of the stream before its
   // split, a gate over all tokens): the whole operand is split for this node's read only, as the
   // plan's split of that length lays it out -- a local slice, no communication (every rank of the
-  // group holds the same tensor). Only a length a split cuts as one stream, found on exactly one
-  // dim of the operand; shard_flow.h then proves the two operands line up (a broadcast that puts
-  // the length on another dim is refused there). A dtype source (type_as's `other`) and the
-  // destination of a copy are not operands.
+  // group holds the same tensor). A length a split cuts as one stream, or the length of a joint
+  // sequence the program concatenates from split streams (HiDream's and Krea 2's RoPE tables over
+  // image and text positions, built whole from one table of ids): then each stream's part is
+  // taken, in the order of the cat (edit.parts) -- row j of the table still meets row j of the
+  // joint sequence. Found on exactly one dim of the operand; shard_flow.h then proves the two
+  // operands line up (a broadcast that puts the length on another dim is refused there). A dtype
+  // source (type_as's `other`) and the destination of a copy are not operands.
   void SplitWholeOperands(size_t index, const FullLengths& carried, const std::vector<std::string>& whole) {
     const Node& n = p_.nodes[index];
     if (!IsElementwise(n.target) || n.target == "torch.ops.aten.type_as.default" ||
@@ -441,15 +447,36 @@ class LocalSizes {
       int64_t dim = -1;
       size_t split = 0;
       int found = 0;
+      std::vector<std::string> parts;  // a joint sequence's streams: their full lengths' values
       for (size_t d = 0; d < meta->sizes.size(); ++d) {
         const std::string& length = spelling_.Infix(meta->sizes[d]);
         auto it = carried.find(length);
-        if (length.empty() || it == carried.end() || all_lengths_.count(length) == 0) continue;
+        if (length.empty() || it == carried.end()) continue;
+        // The shard met carries the length of its own split (one stream), or a length derived
+        // from it: a joint sequence, whatever other split cuts that length as one stream.
+        const plan::ProgramEdit& carrier = edits_.edits[it->second];
+        if (FullLength(carrier.value, carrier.dim) != length) {
+          std::vector<std::string> streams = JointStreams(index, length);
+          if (streams.empty()) continue;
+          streams = StreamValues(index, streams);
+          if (streams.empty()) continue;
+          parts = std::move(streams);
+        }
         dim = static_cast<int64_t>(d);
         split = it->second;
         ++found;
       }
       if (found != 1) continue;
+      if (auto local = local_sized_.find(t); local != local_sized_.end()) {
+        const plan::ProgramEdit& split_by = edits_.edits[local->second];
+        throw PlanEditError(EditCheck::kFullLengthWithoutShard, split_by.origin,
+                            where_ + ": node `" + n.name + "` (" + n.target + ", module `" + ModuleOf(p_, n) +
+                                "`) combines a shard with `" + t + "`, whose length along dim " + std::to_string(dim) +
+                                " is built from sizes read off the split `" + split_by.value + "`" + RuleAt(split_by.origin) +
+                                ": it holds neither every position nor this rank's; split `" + split_by.value +
+                                "` later, after those sizes are read off it",
+                            n.name, ModuleOf(p_, n));
+      }
       const plan::ProgramEdit& origin = edits_.edits[split];
       plan::ProgramEdit e;
       e.kind = Kind::kSplit;
@@ -458,6 +485,7 @@ class LocalSizes {
       e.scope = ModuleOf(p_, n);
       e.dim = dim;
       e.rank = static_cast<int64_t>(meta->sizes.size());
+      e.parts = std::move(parts);
       e.uneven = origin.uneven;
       e.group = origin.group;
       e.module = origin.module;
@@ -504,6 +532,47 @@ class LocalSizes {
       }
     }
     return out;
+  }
+
+  // The symbolic ints read off a shard along its split dim (this rank's length, at run time) and
+  // those computed from them; and the tensors that are no shard but are sized by them (HiDream's
+  // text position ids, `zeros(B, t5 + 2 x llama, 3)` with the text split at the root), or built
+  // from such a tensor. Such a tensor holds neither every position nor this rank's: SplitWholeOperands
+  // refuses to slice it as a whole one. Each entry: the split edit the length comes from.
+  void TrackLocalSizes(const Node& n) {
+    if (n.target == "torch.ops.aten.sym_size.int") {
+      std::string self;
+      int64_t dim = -1;
+      for (const NamedArgument& in : n.inputs) {
+        if (in.name == "self" && in.arg.kind == Argument::Kind::kTensor) self = in.arg.name;
+        if (in.name == "dim" && in.arg.kind == Argument::Kind::kInt) dim = in.arg.i;
+      }
+      if (self.empty()) return;
+      const SharedLengths of = ShardOf(n, self);
+      auto it = of->find(FullLength(self, dim));
+      if (it == of->end()) return;
+      for (const std::string& o : SymIntOutputs(n)) local_syms_[o] = it->second;
+      return;
+    }
+    std::optional<size_t> from;
+    for (const NamedArgument& in : n.inputs) {
+      for (const std::string& v : in.arg.SymbolNames()) {
+        if (auto it = local_syms_.find(v); it != local_syms_.end()) from = it->second;
+      }
+      for (const std::string& t : in.arg.TensorNames()) {
+        if (auto it = local_sized_.find(t); it != local_sized_.end()) from = it->second;
+      }
+    }
+    if (!from) return;
+    if (n.target.compare(0, 10, "_operator.") == 0) {
+      for (const std::string& o : SymIntOutputs(n)) local_syms_[o] = *from;
+      return;
+    }
+    for (const Argument& o : n.outputs) {
+      for (const std::string& v : o.TensorNames()) {
+        if (shard_.count(v) == 0) local_sized_[v] = *from;
+      }
+    }
   }
 
   // A node on shards of length L whose size argument is computed from L read off a whole tensor
@@ -748,12 +817,53 @@ class LocalSizes {
     return found;
   }
 
+  // The split streams, in order, that a joint sequence of `length` concatenates, following cats
+  // of joint sequences down to the streams (HiDream's double-stream queries cat(image, text), the
+  // text cat(cat(t5, llama), llama_i)); any cat before node `index` that makes the length must lay
+  // it out alike. Empty when none does, or two disagree.
+  std::vector<std::string> JointStreams(size_t index, const std::string& length, int depth = 0) {
+    if (depth > 0 && all_lengths_.count(length)) return {length};
+    if (depth > 8) return {};  // a cycle of equal spellings cannot be; a bound all the same
+    std::vector<std::string> found;
+    for (size_t c_index = 0; c_index < index && c_index < p_.nodes.size(); ++c_index) {
+      const Node& c = p_.nodes[c_index];
+      if (c.target != "torch.ops.aten.cat.default" || c.outputs.empty() || c.inputs.empty()) continue;
+      const TensorMeta* out = p_.FindTensor(c.outputs[0].name);
+      if (out == nullptr) continue;
+      int64_t cat_dim = 0;
+      for (const NamedArgument& in : c.inputs) {
+        if (in.name == "dim" && in.arg.kind == Argument::Kind::kInt) cat_dim = in.arg.i;
+      }
+      if (cat_dim < 0) cat_dim += static_cast<int64_t>(out->sizes.size());
+      if (cat_dim < 0 || cat_dim >= static_cast<int64_t>(out->sizes.size()) ||
+          spelling_.Infix(out->sizes[static_cast<size_t>(cat_dim)]) != length) {
+        continue;
+      }
+      std::vector<std::string> order;
+      const std::vector<std::string> inputs = c.inputs[0].arg.TensorNames();
+      for (const std::string& part : inputs) {
+        const TensorMeta* pm = p_.FindTensor(part);
+        const std::string part_length = pm == nullptr || cat_dim >= static_cast<int64_t>(pm->sizes.size())
+                                            ? std::string()
+                                            : spelling_.Infix(pm->sizes[static_cast<size_t>(cat_dim)]);
+        const std::vector<std::string> streams =
+            part_length.empty() ? std::vector<std::string>{} : JointStreams(c_index, part_length, depth + 1);
+        if (streams.empty()) {
+          order.clear();
+          break;
+        }
+        order.insert(order.end(), streams.begin(), streams.end());
+      }
+      if (inputs.size() < 2 || order.empty()) continue;
+      if (!found.empty() && found != order) return {};  // two layouts of the same length: ambiguous
+      found = std::move(order);
+    }
+    return found;
+  }
+
   // The symbolic-int values, computed before node `index`, holding the full length of each part
-  // of `order` (what the runtime reads each part's length from); refused when one has none.
-  std::vector<std::string> PartValues(const Node& n, size_t index, size_t site, const std::string& mask,
-                                      const std::vector<std::string>& order) {
-    const plan::ProgramEdit& attention = edits_.edits[site];
-    const std::string module = ModuleOf(p_, n);
+  // of `order` (what the runtime reads each part's length from); "" for a part that has none.
+  std::vector<std::string> PartValuesOrEmpty(size_t index, const std::vector<std::string>& order) {
     std::vector<std::string> names;
     for (const std::string& part : order) {
       std::string name;
@@ -766,13 +876,32 @@ class LocalSizes {
           at = produced->second;
         }
       }
-      if (name.empty()) {
-        throw PlanEditError(EditCheck::kMaskNotLaidOutWithKeys, attention.origin,
-                            where_ + ": the mask `" + mask + "` of context-parallel attention `" + n.name +
-                                "` lays out a part of " + part + " keys, but no size of that length is computed before it",
-                            n.name, module);
-      }
       names.push_back(name);
+    }
+    return names;
+  }
+
+  // The values of JointStreams's streams; empty when one length is computed nowhere before `index`.
+  std::vector<std::string> StreamValues(size_t index, const std::vector<std::string>& order) {
+    std::vector<std::string> names = PartValuesOrEmpty(index, order);
+    for (const std::string& name : names) {
+      if (name.empty()) return {};
+    }
+    return names;
+  }
+
+  // PartValuesOrEmpty for the mask of attention edit `site` at node `index`: refused when a part
+  // has no value.
+  std::vector<std::string> PartValues(const Node& n, size_t index, size_t site, const std::string& mask,
+                                      const std::vector<std::string>& order) {
+    const plan::ProgramEdit& attention = edits_.edits[site];
+    std::vector<std::string> names = PartValuesOrEmpty(index, order);
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (!names[i].empty()) continue;
+      throw PlanEditError(EditCheck::kMaskNotLaidOutWithKeys, attention.origin,
+                          where_ + ": the mask `" + mask + "` of context-parallel attention `" + n.name +
+                              "` lays out a part of " + order[i] + " keys, but no size of that length is computed before it",
+                          n.name, ModuleOf(p_, n));
     }
     return names;
   }
@@ -810,6 +939,8 @@ class LocalSizes {
     std::string tensor, length;  // read off `tensor`, whole there, along a dim of `length`
   };
   std::unordered_map<std::string, FullSize> full_syms_;
+  std::unordered_map<std::string, size_t> local_syms_;   // TrackLocalSizes: symbol -> split edit
+  std::unordered_map<std::string, size_t> local_sized_;  // TrackLocalSizes: tensor -> split edit
   std::set<size_t> local_attention_;                      // derived attention edits found local
   bool uneven_ = false;
   std::map<std::string, std::vector<Source>> seen_;

@@ -222,6 +222,15 @@ class ShardFlow {
       if (e.kind == Kind::kSplit) {
         const std::vector<int64_t> sizes = Sizes(e.value);
         s.blocks = {e.dim < static_cast<int64_t>(sizes.size()) ? sizes[static_cast<size_t>(e.dim)] : 0};
+        // A split of a joint sequence's streams (edit.parts: a whole table sliced for the joint
+        // tokens it meets): one block per stream, at the lengths the program records.
+        if (!e.parts.empty()) {
+          s.blocks.clear();
+          for (const std::string& part : e.parts) {
+            auto it = p_.sym_int_values.find(part);
+            s.blocks.push_back(it == p_.sym_int_values.end() ? 0 : it->second.value);
+          }
+        }
         s.rule = rule(e);
         if (e.after_producer) {
           after_[e.value] = s;
@@ -1235,6 +1244,16 @@ class ShardFlow {
     if (x != nullptr) SetLike(out, x->dim, *x);
   }
 
+  // `single` splits one stream of the length `joint` lays out as several, along the same dim.
+  static bool JointSplitAsOneStream(const Sharding& single, const Sharding& joint) {
+    if (single.dim != joint.dim || single.blocks.size() != 1 || joint.blocks.size() < 2 || single.HasWhole() || joint.HasWhole()) {
+      return false;
+    }
+    int64_t length = 0;
+    for (int64_t block : joint.blocks) length += block;
+    return length == single.blocks[0];
+  }
+
   void Pointwise(const Node& n) {
     const std::vector<std::string> outs = Outputs(n);
     if (outs.empty()) return;
@@ -1256,6 +1275,19 @@ class ShardFlow {
         result = aligned;
         first = v;
       } else if (!result->SameLayout(aligned)) {
+        // One split as a single stream of the length the other lays out as several (a RoPE table
+        // over a joint sequence split whole, HiDream's): that split is the one to drop -- left
+        // whole, the table is sliced as the streams lay it out (local_sizes.h) -- so it is named.
+        const Sharding* one = JointSplitAsOneStream(*result, aligned) ? Find(first) : JointSplitAsOneStream(aligned, *result) ? s : nullptr;
+        if (!Tp() && one != nullptr) {
+          const std::string& single = one == s ? v : first;
+          const std::string& joint = one == s ? first : v;
+          Refuse(EditCheck::kTpColwiseEscapes, n, single, *one,
+                 "it combines `" + first + "` and `" + v + "`, which are sharded differently: `" + single +
+                     "` is split as one stream, while `" + joint + "` lays out its " + std::to_string(one->blocks[0]) +
+                     " tokens as the streams " + List(one == s ? result->blocks : aligned.blocks) +
+                     "; leave `" + single + "` whole (it is then sliced as those streams lay it out)");
+        }
         Refuse(EditCheck::kTpColwiseEscapes, n, v, *s, "it combines `" + first + "` and `" + v + "`, which are sharded differently");
       }
     }
@@ -1315,11 +1347,14 @@ class ShardFlow {
     if (prefix != before) return MergeWithDimsBefore(n, value, s, a, b, j, prefix);
     const int64_t reach = prefix * b[j];
     std::vector<int64_t> blocks = s.blocks;
-    if (reach < through && !Tp() && UnmergesBlocks(s, b, j)) {
-      // The dim a merge made (below) parted again into (blocks, block length): the split is along
-      // the block length, one block (Latte's (batch, tokens, ...) back from (batch x tokens, ...)).
-      LocalSizeOfSplitDim(n, a, j + 1, value, s, {s.blocks[0]});
-      return Set(out, static_cast<int64_t>(j + 1), {s.blocks[0]}, s.rule);
+    if (reach < through && !Tp()) {
+      if (std::optional<std::vector<int64_t>> row = UnmergedBlocks(s, b, j)) {
+        // The dim a merge made (below) parted again into (rows, row length): the split is along the
+        // row length, in the blocks of one row (Latte's (batch, tokens, ...) back from (batch x
+        // tokens, ...); HiDream's joint sequence of four streams, back from its MoE's token list).
+        LocalSizeOfSplitDim(n, a, j + 1, value, s, *row);
+        return Set(out, static_cast<int64_t>(j + 1), *row, s.rule);
+      }
     }
     if (reach < through) {  // split: the sharded dim becomes b[j] outer parts (the heads)
       const int64_t inner = through / reach;
@@ -1362,7 +1397,7 @@ class ShardFlow {
   // each index of the dims before, one run of the split dim -- each rank its part of every run,
   // which is the block layout a sharding already has, the blocks repeated once per outer index.
   // Attention and row-wise operators then run on each rank's rows as they are; a reshape that
-  // parts the dim again (UnmergesBlocks) brings the split back. Under tensor parallelism, or where
+  // parts the dim again (UnmergedBlocks) brings the split back. Under tensor parallelism, or where
   // the output dim does not start at an input dim, refused as before.
   void MergeWithDimsBefore(const Node& n, const std::string& value, const Sharding& s, const std::vector<int64_t>& a,
                            const std::vector<int64_t>& b, size_t j, int64_t prefix) {
@@ -1436,14 +1471,21 @@ class ShardFlow {
     }
   }
 
-  // True when a reshape parts the sharded dim into (its blocks, one block's length) at output dims
-  // `j`, `j + 1`: every block as long, one per index of dim `j`.
-  static bool UnmergesBlocks(const Sharding& s, const std::vector<int64_t>& b, size_t j) {
-    if (s.blocks.size() < 2 || s.HasWhole() || j + 1 >= b.size()) return false;
-    for (int64_t block : s.blocks) {
-      if (block != s.blocks[0]) return false;
+  // When a reshape parts the sharded dim into (rows, a row's length) at output dims `j`, `j + 1`,
+  // and the blocks are one row's blocks repeated for each index of dim `j`: that row's blocks.
+  static std::optional<std::vector<int64_t>> UnmergedBlocks(const Sharding& s, const std::vector<int64_t>& b, size_t j) {
+    if (s.blocks.size() < 2 || s.HasWhole() || j + 1 >= b.size() || b[j] < 2) return std::nullopt;
+    const size_t outer = static_cast<size_t>(b[j]);
+    if (s.blocks.size() % outer != 0) return std::nullopt;
+    // The merge repeated the split dim's blocks once per outer index (MergeWithDimsBefore).
+    const std::vector<int64_t> row(s.blocks.begin(), s.blocks.begin() + static_cast<std::ptrdiff_t>(s.blocks.size() / outer));
+    for (size_t i = 0; i < s.blocks.size(); ++i) {
+      if (s.blocks[i] != row[i % row.size()]) return std::nullopt;
     }
-    return b[j] == static_cast<int64_t>(s.blocks.size()) && b[j + 1] == s.blocks[0];
+    int64_t length = 0;
+    for (int64_t block : row) length += block;
+    if (length != b[j + 1]) return std::nullopt;
+    return row;
   }
 
   // A view's size given to the split dim at output dim `j` must be the local one (flatten gives none).

@@ -917,6 +917,70 @@ Builder JointSequenceAttention(bool joint, bool sizes) {
   return b;
 }
 
+// A whole table over the joint sequence cat(x, y) of two split streams (HiDream's RoPE table over
+// image and text positions, built whole from one tensor of ids), multiplied into the joint
+// tokens: sliced for that read as the cat lays out its streams -- this rank's part of x's s0 rows,
+// then of y's s1 -- its parts the values that hold each stream's full length, and the dataflow
+// proves the two operands line up ([8, 4] blocks each). `t`: the table, (1, 1, s0 + s1, 8); with
+// `local_rows`, it is zeros of nx + ny rows, sizes read off the split x and y: this rank's lengths
+// at run time, so neither whole nor a shard -- refused, naming the split to move.
+Builder JointTable(bool local_rows) {
+  Builder b = JointSequenceAttention(/*joint=*/true, /*sizes=*/true);
+  b.p.nodes.pop_back();  // the attention: the table meets the joint keys `k` instead
+  b.p.outputs.clear();
+  const SymInt both_lengths = b.p.tensor_values["k"].sizes[2];
+  if (local_rows) {
+    Argument total;
+    total.kind = AK::kSymInt;
+    total.sym_ints = {SymIntRef{true, "total", 0}};
+    Argument nx, ny;
+    nx.kind = ny.kind = AK::kSymInt;
+    nx.sym_ints = {SymIntRef{true, "nx", 0}};
+    ny.sym_ints = {SymIntRef{true, "ny", 0}};
+    b.Add("total_node", "add", {In("a", nx), In("b", ny)}, {});
+    b.p.nodes.back().target = "_operator.add";
+    b.p.nodes.back().outputs = {total};
+    b.p.sym_int_values["total"] = both_lengths;
+    Argument size;
+    size.kind = AK::kSymInts;
+    size.sym_ints = {SymIntRef{false, "", 1}, SymIntRef{false, "", 1}, SymIntRef{true, "total", 0}, SymIntRef{false, "", 8}};
+    b.Add("t", "zeros.default", {In("size", size)}, {1, 1, 12, 8});
+  } else {
+    b.Input("t", {1, 1, 12, 8}, InputSpec::Kind::kUserInput, "");
+  }
+  b.p.tensor_values["t"].sizes[2] = both_lengths;
+  b.Add("p", "mul.Tensor", {In("self", Tensor("k")), In("other", Tensor("t"))}, {1, 1, 12, 8});
+  b.p.tensor_values["p"].sizes[2] = both_lengths;
+  b.Output("p");
+  return b;
+}
+
+TEST(LocalSizes, AWholeTableOverAJointSequenceIsSlicedByItsStreams) {
+  Builder b = JointTable(/*local_rows=*/false);
+  plan::ProgramEdits edits = SplitXAndY({});
+  edits.edits.push_back(GatherOf("p", 2, 4, 9));
+  AddLocalSizeEdits(b.p, edits);
+  const plan::ProgramEdit* slice = nullptr;
+  for (const plan::ProgramEdit& e : edits.edits) {
+    if (e.kind == plan::ProgramEdit::Kind::kSplit && e.value == "t") slice = &e;
+  }
+  ASSERT_NE(slice, nullptr);
+  EXPECT_EQ(slice->node, "p");
+  EXPECT_EQ(slice->dim, 2);
+  EXPECT_EQ(slice->parts, (std::vector<std::string>{"nx", "ny"}));
+  CheckSplitDataflow(Mesh(plan::kUlyssesAxis), b.p, edits);
+}
+
+TEST(LocalSizes, RefusesATableSizedByLengthsReadOffTheSplit) {
+  Builder b = JointTable(/*local_rows=*/true);
+  plan::ProgramEdits edits = SplitXAndY({});
+  edits.edits.push_back(GatherOf("p", 2, 4, 9));
+  ExpectRefused([&] { AddLocalSizeEdits(b.p, edits); }, EditCheck::kFullLengthWithoutShard,
+                "program: node `p` (torch.ops.aten.mul.Tensor, module ``) combines a shard with `t`, whose length along dim 2 is built "
+                "from sizes read off the split `y` (rule at plan.weft:6:5): it holds neither every position nor this "
+                "rank's; split `y` later, after those sizes are read off it");
+}
+
 // Keys of two split streams joined (x: s0, y: s1) under a mask whose queries are x's alone: the
 // rows and columns are laid out unalike, so no one reordering serves both.
 TEST(LocalSizes, RefusesAMaskOverQueryKeyPairsOfAJointSequence) {
