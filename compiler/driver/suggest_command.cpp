@@ -505,6 +505,15 @@ int RunSuggest(const SuggestOptions& o) {
                       "explain` lists them); the split is made in whole rows of the grid");
     text = program::RenderSuggestion(s, nullptr);
   }
+  // Sibling modules split alike (one text stream per projection) read as one rule: kept when
+  // the merged plan checks clean too.
+  if (program::Suggestion merged = s; program::MergeSiblingSplits(merged)) {
+    const std::string merged_text = program::RenderSuggestion(merged, nullptr);
+    if (Check(plan_name, merged_text, *p, graph, checked).errors.empty()) {
+      s = std::move(merged);
+      text = merged_text;
+    }
+  }
   if (o.output.empty()) {
     std::cout << text;
   } else {

@@ -1384,6 +1384,49 @@ std::string GlobOfPath(const std::string& path) {
   return out;
 }
 
+bool MergeSiblingSplits(Suggestion& s) {
+  // (parent, argument, output, dim, rank) -> (index, source) of each sibling split.
+  std::map<std::tuple<std::string, std::string, int64_t, int64_t, int64_t>, std::vector<std::pair<int64_t, size_t>>> groups;
+  for (size_t i = 0; i < s.sources.size(); ++i) {
+    if (s.sources[i].dropped) continue;
+    const SuggestedSplit& x = s.sources[i].at[s.sources[i].current];
+    const size_t dot = x.module.rfind('.');
+    if (dot == std::string::npos || dot + 1 == x.module.size()) continue;
+    const std::string last = x.module.substr(dot + 1);
+    if (!std::all_of(last.begin(), last.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) ||
+        last.size() > 9) {
+      continue;
+    }
+    groups[{x.module.substr(0, dot), x.argument, x.output, x.dim, x.rank}].emplace_back(std::stoll(last), i);
+  }
+  bool merged = false;
+  for (auto& [key, members] : groups) {
+    if (members.size() < 2) continue;
+    std::sort(members.begin(), members.end());
+    bool contiguous = true;
+    for (size_t k = 1; k < members.size(); ++k) contiguous = contiguous && members[k].first == members[k - 1].first + 1;
+    if (!contiguous) continue;
+    const std::string& parent = std::get<0>(key);
+    const int64_t lo = members.front().first, hi = members.back().first;
+    // The rule stands where the first of them (in source order) stood.
+    size_t first = members.front().second;
+    for (const auto& m : members) first = std::min(first, m.second);
+    TokenSource& kept = s.sources[first];
+    SuggestedSplit x = kept.at[kept.current];
+    const std::string one = x.module;
+    x.module = parent + ".{" + std::to_string(lo) + ".." + std::to_string(hi) + "}";
+    x.why = "one rule for the " + std::to_string(members.size()) + " splits of sibling modules the checks kept; at `" +
+            one + "`: " + x.why;
+    kept.at = {x};
+    kept.current = 0;
+    for (const auto& m : members) {
+      if (m.second != first) s.sources[m.second].dropped = true;
+    }
+    merged = true;
+  }
+  return merged;
+}
+
 bool Suggestion::Refused(const SuggestedSplit& x) const {
   return std::find(refused.begin(), refused.end(), std::make_tuple(x.module, x.argument, x.output, x.dim)) != refused.end();
 }

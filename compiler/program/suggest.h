@@ -159,4 +159,9 @@ std::string RenderSuggestion(const Suggestion& s, std::vector<RenderedRule>* rul
 // `to_out.0`) stay.
 std::string GlobOfPath(const std::string& path);
 
+// Merges the splits of one argument (or output) of sibling modules `P.i` whose indices run
+// without a gap -- HiDream's 49 caption projections, one text stream each -- into one rule of
+// `P.{lo..hi}` (the same modules, one line to review). True when any merged.
+bool MergeSiblingSplits(Suggestion& s);
+
 }  // namespace weft::program
