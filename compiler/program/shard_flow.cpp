@@ -834,10 +834,11 @@ class ShardFlow {
     if (OneOf(t, {"repeat_interleave.self_int"})) {
       const std::optional<int64_t> dim = IntArg(n, "dim");
       const std::optional<int64_t> repeats = IntArg(n, "repeats");
-      if (dim && Norm(*dim, rank) == s.dim && !Tp() && repeats && *repeats > 0) {
+      if (dim && Norm(*dim, rank) == s.dim && repeats && *repeats > 0) {
         // Each element repeated in place: a rank's rows stay its own, each block `repeats` times
-        // longer (HunyuanVideo's text mask per head, along the batch of branches). A constant
-        // output size would be the full one.
+        // longer (HunyuanVideo's text mask per head, along the batch of branches; under tp, Krea 2's
+        // key/value heads repeated to its query heads: rank r's key heads become exactly the query
+        // heads its colwise projection holds). A constant output size would be the full one.
         const Argument* size = Arg(n, "output_size");
         if (size != nullptr && size->kind == AK::kInt) {
           Refuse(EditCheck::kTpReducesShardedDim, n, value, s, "it repeats elements along the split dim to a constant total size");

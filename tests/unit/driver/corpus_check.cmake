@@ -15,6 +15,8 @@ list(REMOVE_ITEM _plans plans/kandinsky5.weft)
 # HiDream-I1's RoPE table is sliced by the streams of the joint sequence it meets, which only a
 # program's dataflow shows (plans.hidream.published_program checks it on a program).
 list(REMOVE_ITEM _plans plans/hidream.weft)
+# So is Krea 2's (plans.krea2.published_program).
+list(REMOVE_ITEM _plans plans/krea2.weft)
 list(SORT _plans)
 separate_arguments(_args UNIX_COMMAND "${ARGS}")
 # The graphs of the published models (issue 4) and of QwenImage 2.1 (class defaults, no published
