@@ -338,8 +338,17 @@ class LocalSizes {
         FullLengths of;
         for (size_t d : dims) {
           if (d >= meta->sizes.size()) continue;
-          auto it = all_lengths_.find(spelling_.Infix(meta->sizes[d]));
-          if (it != all_lengths_.end()) of.insert(*it);
+          const std::string length = spelling_.Infix(meta->sizes[d]);
+          auto it = all_lengths_.find(length);
+          if (it != all_lengths_.end()) {
+            of.insert(*it);
+            continue;
+          }
+          // A joint sequence's length read off its shard (ErnieImage's per-token modulation
+          // expanded to x.shape[0] of cat(image, text)): a shard of the joint sequence too, every
+          // row the same. (Taken for whole, it would be sliced by the streams a second time.)
+          const std::vector<std::string> streams = JointStreams(index, length);
+          if (!streams.empty()) of.emplace(length, all_lengths_.at(streams.front()));
         }
         if (!of.empty()) {
           shard_[outs[0]] = std::make_shared<const FullLengths>(std::move(of));
@@ -762,8 +771,10 @@ class LocalSizes {
     e.module = attention.module;
     e.origin = attention.origin;
     if (all_lengths_.count(keys) == 0) {
-      // Several streams: their order is the cat that lays out this module's keys.
-      const std::vector<std::string> order = CatOrder(index, module, keys, /*anywhere_before=*/false);
+      // Several streams: their order is the cat that lays out this module's keys, or else the one
+      // every cat before it of that length agrees on (ErnieImage joins image and text at the root).
+      std::vector<std::string> order = CatOrder(index, module, keys, /*anywhere_before=*/false);
+      if (order.empty()) order = JointStreams(index, keys);
       if (order.empty()) {
         throw PlanEditError(EditCheck::kMaskNotLaidOutWithKeys, attention.origin,
                             where_ + ": the mask `" + mask + "` of context-parallel attention `" + n.name +

@@ -422,6 +422,21 @@ class ShardFlow {
                                 "; gather it along dim " + std::to_string(split->second.dim),
                             n.name, ModuleOf(n));
       }
+      // A value laid out as several split streams (cat(image, text) with each stream split): the
+      // all-gather joins the ranks' parts rank by rank -- image 0, text 0, image 1, text 1 -- not
+      // stream by stream, so the output would hold its rows out of order, exit 0 (ErnieImage
+      // gathered before its forward slices the image rows off the joint sequence).
+      const Sharding& at = split->second;
+      if (axis_ == Axis::kCp && at.blocks.size() > 1 && !at.HasWhole()) {
+        throw PlanEditError(EditCheck::kGatherOnOtherDim, r.origin,
+                            where_ + ": the plan gathers `" + o + "`, output of `" + r.module + "`" + RuleAt(r.origin) +
+                                ", which is laid out as the split streams " + List(at.blocks) + " along dim " +
+                                std::to_string(at.dim) + From(at) +
+                                ": an all-gather joins the ranks' parts rank by rank, not stream by stream; gather "
+                                "where one stream is left alone (after the forward parts the streams, as a "
+                                "slice at their bound does)",
+                            n.name, ModuleOf(n));
+      }
       sharded_.erase(split);
     }
   }

@@ -968,7 +968,14 @@ TEST(LocalSizes, AWholeTableOverAJointSequenceIsSlicedByItsStreams) {
   EXPECT_EQ(slice->node, "p");
   EXPECT_EQ(slice->dim, 2);
   EXPECT_EQ(slice->parts, (std::vector<std::string>{"nx", "ny"}));
-  CheckSplitDataflow(Mesh(plan::kUlyssesAxis), b.p, edits);
+  // The product passes (the table meets the tokens laid out alike); its gather does not: an
+  // all-gather of a value laid out as two split streams joins the ranks' parts rank by rank (x 0,
+  // y 0, x 1, y 1), not stream by stream -- rows out of order, exit 0 (ErnieImage's joint output).
+  ExpectRefused([&] { CheckSplitDataflow(Mesh(plan::kUlyssesAxis), b.p, edits); }, EditCheck::kGatherOnOtherDim,
+                "program: the plan gathers `p`, output of `` (rule at plan.weft:9:3), which is laid out as the split "
+                "streams [8, 4] along dim 2; its split comes from the plan's rule for the root (rule at plan.weft:5:5): "
+                "an all-gather joins the ranks' parts rank by rank, not stream by stream; gather where one stream is "
+                "left alone (after the forward parts the streams, as a slice at their bound does)");
 }
 
 TEST(LocalSizes, RefusesATableSizedByLengthsReadOffTheSplit) {
