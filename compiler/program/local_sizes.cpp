@@ -509,12 +509,7 @@ class LocalSizes {
   // computed from them (`b * heads`): the full length, or something derived from it.
   void TrackFullSizes(const Node& n) {
     if (n.target == "torch.ops.aten.sym_size.int") {
-      std::string self;
-      int64_t dim = -1;
-      for (const NamedArgument& in : n.inputs) {
-        if (in.name == "self" && in.arg.kind == Argument::Kind::kTensor) self = in.arg.name;
-        if (in.name == "dim" && in.arg.kind == Argument::Kind::kInt) dim = in.arg.i;
-      }
+      const auto [self, dim] = SymSizeOf(n);
       if (self.empty() || !ShardOf(n, self)->empty()) return;
       const std::string length = FullLength(self, dim);
       if (length.empty() || all_lengths_.count(length) == 0) return;
@@ -530,6 +525,17 @@ class LocalSizes {
         return;
       }
     }
+  }
+
+  // The tensor and dim a sym_size node reads ("" when it names none).
+  static std::pair<std::string, int64_t> SymSizeOf(const Node& n) {
+    std::string self;
+    int64_t dim = -1;
+    for (const NamedArgument& in : n.inputs) {
+      if (in.name == "self" && in.arg.kind == Argument::Kind::kTensor) self = in.arg.name;
+      if (in.name == "dim" && in.arg.kind == Argument::Kind::kInt) dim = in.arg.i;
+    }
+    return {self, dim};
   }
 
   static std::vector<std::string> SymIntOutputs(const Node& n) {
@@ -550,12 +556,7 @@ class LocalSizes {
   // refuses to slice it as a whole one. Each entry: the split edit the length comes from.
   void TrackLocalSizes(const Node& n) {
     if (n.target == "torch.ops.aten.sym_size.int") {
-      std::string self;
-      int64_t dim = -1;
-      for (const NamedArgument& in : n.inputs) {
-        if (in.name == "self" && in.arg.kind == Argument::Kind::kTensor) self = in.arg.name;
-        if (in.name == "dim" && in.arg.kind == Argument::Kind::kInt) dim = in.arg.i;
-      }
+      const auto [self, dim] = SymSizeOf(n);
       if (self.empty()) return;
       const SharedLengths of = ShardOf(n, self);
       auto it = of->find(FullLength(self, dim));

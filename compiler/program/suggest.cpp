@@ -586,6 +586,10 @@ class Suggester {
     // The tokens folded into this dim with the dims before them (Latte's (batch x tokens, frames,
     // C)): rows of other ops there -- an attention's batch -- not a sequence to split or gather.
     bool merged = false;
+    // The tokens parted by a view into (rows, the row's dims), this dim the rows (Kandinsky 5's
+    // latent frames after its last block): still split -- in whole rows -- so a module's output
+    // holding them may be gathered along it, though it is no attention's sequence.
+    bool rows = false;
   };
 
   bool IsReached(const std::string& v, int64_t dim) const {
@@ -605,9 +609,9 @@ class Suggester {
     }
     return false;
   }
-  void ReachMerged(const std::string& v, int64_t dim, size_t source) {
+  void ReachMerged(const std::string& v, int64_t dim, size_t source, bool rows = false) {
     if (IsReached(v, dim)) return;
-    reached_[v].push_back({dim, source, true});
+    reached_[v].push_back({dim, source, true, rows});
   }
   void Reach(const std::string& v, int64_t dim, size_t source) {
     if (IsReached(v, dim)) return;
@@ -652,13 +656,21 @@ class Suggester {
                    const std::vector<std::pair<std::string, Reached>>& in) {
     for (const auto& [v, r] : in) {
       if (r.merged) {
-        if (DimKey(v, r.dim) == key) return ReachMerged(o, d, r.source);
+        if (DimKey(v, r.dim) == key) return ReachMerged(o, d, r.source, r.rows);
         continue;
       }
       if (!view) continue;
       const TensorMeta* a = Meta(v);
       const TensorMeta* b = Meta(o);
       if (a == nullptr || b == nullptr || r.dim >= static_cast<int64_t>(a->sizes.size())) continue;
+      // The output dim is the outer part of the token dim, which the view parts into rows.
+      int64_t before_in = 1, before_out = 1;
+      for (int64_t k = 0; k < r.dim; ++k) before_in *= a->sizes[static_cast<size_t>(k)].value;
+      for (int64_t k = 0; k < d; ++k) before_out *= b->sizes[static_cast<size_t>(k)].value;
+      const int64_t tokens = a->sizes[static_cast<size_t>(r.dim)].value, outer = b->sizes[static_cast<size_t>(d)].value;
+      if (before_in == before_out && outer > 1 && outer < tokens && tokens % outer == 0) {
+        return ReachMerged(o, d, r.source, /*rows=*/true);
+      }
       int64_t out_before = 1, out_through = 1;
       for (int64_t k = 0; k <= d; ++k) (k < d ? out_before : out_through) *= b->sizes[static_cast<size_t>(k)].value;
       out_through *= out_before;
@@ -786,12 +798,15 @@ class Suggester {
         auto b = boundaries_.find(v);
         const auto reach = r == reached_.end() ? std::vector<Reached>::const_iterator{}
                                                : std::find_if(r->second.begin(), r->second.end(), [&](const Reached& x) {
-                                                   return !x.merged && (!source || x.source == *source);
+                                                   return (!x.merged || x.rows) && (!source || x.source == *source);
                                                  });
         if (r != reached_.end() && b != boundaries_.end() && reach != r->second.end()) {
           const Boundary* chosen = nullptr;
           for (const Boundary& x : b->second) {
-            if (x.output >= 0 && (chosen == nullptr || (chosen->module.empty() && !x.module.empty()))) chosen = &x;
+            // Rows are gathered where a module returns them, never as the forward's own output
+            // (whose unpatchify views tokens as a grid: gathered where the tokens still are).
+            if (x.output < 0 || (reach->rows && x.module.empty())) continue;
+            if (chosen == nullptr || (chosen->module.empty() && !x.module.empty())) chosen = &x;
           }
           if (chosen != nullptr) {
             SuggestedGather g;
