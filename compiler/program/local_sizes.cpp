@@ -799,26 +799,8 @@ class LocalSizes {
     std::vector<std::string> found;
     for (size_t c_index = 0; c_index < index && c_index < p_.nodes.size(); ++c_index) {
       const Node& c = p_.nodes[c_index];
-      if (c.target != "torch.ops.aten.cat.default" || c.outputs.empty()) continue;
       if (!anywhere_before && !NodeInModule(p_, c, module)) continue;
-      const TensorMeta* out = p_.FindTensor(c.outputs[0].name);
-      int64_t cat_dim = 0;
-      for (const NamedArgument& in : c.inputs) {
-        if (in.name == "dim" && in.arg.kind == Argument::Kind::kInt) cat_dim = in.arg.i;
-      }
-      if (out == nullptr) continue;
-      if (cat_dim < 0) cat_dim += static_cast<int64_t>(out->sizes.size());
-      if (cat_dim < 0 || cat_dim >= static_cast<int64_t>(out->sizes.size()) ||
-          spelling_.Infix(out->sizes[static_cast<size_t>(cat_dim)]) != length) {
-        continue;
-      }
-      std::vector<std::string> order;
-      for (const std::string& part : c.inputs.empty() ? std::vector<std::string>{} : c.inputs[0].arg.TensorNames()) {
-        const TensorMeta* pm = p_.FindTensor(part);
-        order.push_back(pm == nullptr || cat_dim >= static_cast<int64_t>(pm->sizes.size())
-                            ? ""
-                            : spelling_.Infix(pm->sizes[static_cast<size_t>(cat_dim)]));
-      }
+      std::vector<std::string> order = CatPartLengths(c, length);
       bool known = order.size() > 1;
       for (const std::string& part : order) known = known && all_lengths_.count(part) > 0;
       if (!known) continue;
@@ -827,6 +809,31 @@ class LocalSizes {
       if (!anywhere_before) break;
     }
     return found;
+  }
+
+  // When node `c` concatenates tensors along a dim of `length`: each part's length along it ("" for
+  // one whose size is unknown); empty otherwise.
+  std::vector<std::string> CatPartLengths(const Node& c, const std::string& length) {
+    if (c.target != "torch.ops.aten.cat.default" || c.outputs.empty() || c.inputs.empty()) return {};
+    const TensorMeta* out = p_.FindTensor(c.outputs[0].name);
+    if (out == nullptr) return {};
+    int64_t cat_dim = 0;
+    for (const NamedArgument& in : c.inputs) {
+      if (in.name == "dim" && in.arg.kind == Argument::Kind::kInt) cat_dim = in.arg.i;
+    }
+    if (cat_dim < 0) cat_dim += static_cast<int64_t>(out->sizes.size());
+    if (cat_dim < 0 || cat_dim >= static_cast<int64_t>(out->sizes.size()) ||
+        spelling_.Infix(out->sizes[static_cast<size_t>(cat_dim)]) != length) {
+      return {};
+    }
+    std::vector<std::string> parts;
+    for (const std::string& part : c.inputs[0].arg.TensorNames()) {
+      const TensorMeta* pm = p_.FindTensor(part);
+      parts.push_back(pm == nullptr || cat_dim >= static_cast<int64_t>(pm->sizes.size())
+                          ? ""
+                          : spelling_.Infix(pm->sizes[static_cast<size_t>(cat_dim)]));
+    }
+    return parts;
   }
 
   // The split streams, in order, that a joint sequence of `length` concatenates, following cats
@@ -838,35 +845,19 @@ class LocalSizes {
     if (depth > 8) return {};  // a cycle of equal spellings cannot be; a bound all the same
     std::vector<std::string> found;
     for (size_t c_index = 0; c_index < index && c_index < p_.nodes.size(); ++c_index) {
-      const Node& c = p_.nodes[c_index];
-      if (c.target != "torch.ops.aten.cat.default" || c.outputs.empty() || c.inputs.empty()) continue;
-      const TensorMeta* out = p_.FindTensor(c.outputs[0].name);
-      if (out == nullptr) continue;
-      int64_t cat_dim = 0;
-      for (const NamedArgument& in : c.inputs) {
-        if (in.name == "dim" && in.arg.kind == Argument::Kind::kInt) cat_dim = in.arg.i;
-      }
-      if (cat_dim < 0) cat_dim += static_cast<int64_t>(out->sizes.size());
-      if (cat_dim < 0 || cat_dim >= static_cast<int64_t>(out->sizes.size()) ||
-          spelling_.Infix(out->sizes[static_cast<size_t>(cat_dim)]) != length) {
-        continue;
-      }
+      const std::vector<std::string> parts = CatPartLengths(p_.nodes[c_index], length);
+      if (parts.size() < 2) continue;
       std::vector<std::string> order;
-      const std::vector<std::string> inputs = c.inputs[0].arg.TensorNames();
-      for (const std::string& part : inputs) {
-        const TensorMeta* pm = p_.FindTensor(part);
-        const std::string part_length = pm == nullptr || cat_dim >= static_cast<int64_t>(pm->sizes.size())
-                                            ? std::string()
-                                            : spelling_.Infix(pm->sizes[static_cast<size_t>(cat_dim)]);
+      for (const std::string& part : parts) {
         const std::vector<std::string> streams =
-            part_length.empty() ? std::vector<std::string>{} : JointStreams(c_index, part_length, depth + 1);
+            part.empty() ? std::vector<std::string>{} : JointStreams(c_index, part, depth + 1);
         if (streams.empty()) {
           order.clear();
           break;
         }
         order.insert(order.end(), streams.begin(), streams.end());
       }
-      if (inputs.size() < 2 || order.empty()) continue;
+      if (order.empty()) continue;
       if (!found.empty() && found != order) return {};  // two layouts of the same length: ambiguous
       found = std::move(order);
     }
