@@ -129,6 +129,7 @@ std::string Describe(const plan::ProgramEdit& e) {
         for (const std::string& u : e.unit) os << " " << u;
         os << " (at least " << e.min_rows << " per rank)";
       }
+      if (!e.rows.empty()) os << " in " << e.rows << " whole rows (at least " << e.min_rows << " per rank)";
       break;
     case plan::ProgramEdit::Kind::kGather:
       os << " dim " << e.dim << " rank " << e.rank << (e.uneven ? " (uneven)" : "") << " over " << e.group;

@@ -23,7 +23,7 @@ std::pair<int64_t, int64_t> PieceOf(int64_t length, int64_t ranks, int64_t rank)
 }  // namespace
 
 at::Tensor ProgramBackend::Split(const at::Tensor& x, const plan::ProgramEdit& edit, const std::vector<int64_t>& parts,
-                                 const std::vector<int64_t>& unit) {
+                                 const std::vector<int64_t>& unit, int64_t rows_of_view) {
   const std::string where = Where(ctx_, edit.module, edit.origin);
   if (x.dim() != edit.rank) {
     throw ExecError(where + ": `" + edit.value + "` has rank " + std::to_string(x.dim()) + " but the plan splits a rank-" +
@@ -46,7 +46,15 @@ at::Tensor ProgramBackend::Split(const at::Tensor& x, const plan::ProgramEdit& e
   // length and the row): every check below decides the same everywhere, so no rank is left waiting.
   int64_t row = 1;
   for (const int64_t u : unit) row *= u;
-  if (row > 1) {
+  if (rows_of_view > 0) {  // a count of rows, their length inferred (edit.rows)
+    if (!parts.empty() || length % rows_of_view != 0) {
+      throw ExecError(where + ": `" + edit.value + "` has length " + std::to_string(length) + " along dim " +
+                      std::to_string(edit.dim) + ", which is no " + std::to_string(rows_of_view) +
+                      " rows of equal length (the plan splits it in the rows the program views it as)");
+    }
+    row = length / rows_of_view;
+  }
+  if (row > 1 || rows_of_view > 0) {
     const int64_t rows = length / row;
     if (!parts.empty() || length % row != 0) {
       throw ExecError(where + ": `" + edit.value + "` has length " + std::to_string(length) + " along dim " +

@@ -20,7 +20,7 @@ class ProgramBackend : public interp::EditBackend {
  public:
   explicit ProgramBackend(dist::DistContext& ctx) : ctx_(ctx) {}
   at::Tensor Split(const at::Tensor& x, const plan::ProgramEdit& edit, const std::vector<int64_t>& parts,
-                   const std::vector<int64_t>& unit) override;
+                   const std::vector<int64_t>& unit, int64_t rows) override;
   at::Tensor Gather(const at::Tensor& x, const plan::ProgramEdit& edit) override;
   at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                        const std::optional<at::Tensor>& attn_mask, std::optional<double> scale,

@@ -320,6 +320,11 @@ struct ProgramEdit {
   // length. Each rank takes whole rows (SplitSizes of the rows), at least `min_rows` of them (the
   // widest halo a convolution over them reads). Empty: any length.
   std::vector<std::string> unit;
+  // The same for a view that gives the rows a count and infers the row's length (Wan Animate's
+  // face adapter views its tokens as (frames, tokens per frame), the frame count read off the
+  // face video): the stream is `rows` rows of equal length, taken whole -- a symbolic int or an
+  // integer literal. Empty: no such view.
+  std::string rows;
   int64_t min_rows = 0;
   // kAttention over a joint sequence with streams every rank holds whole: each such stream, in
   // layout order (runtime/attention AttentionWithWholeRows). Empty: every stream is split.

@@ -158,10 +158,9 @@ J EditJson(const ProgramEdit& e) {
     j["scope"] = e.scope;
     if (e.after_producer) j["after_producer"] = true;
     if (!e.parts.empty()) j["parts"] = e.parts;
-    if (!e.unit.empty()) {
-      j["unit"] = e.unit;
-      j["min_rows"] = e.min_rows;
-    }
+    if (!e.unit.empty()) j["unit"] = e.unit;
+    if (!e.rows.empty()) j["rows"] = e.rows;
+    if (!e.unit.empty() || !e.rows.empty()) j["min_rows"] = e.min_rows;
   }
   if (e.kind == ProgramEdit::Kind::kSplit || e.kind == ProgramEdit::Kind::kGather) {
     j["dim"] = e.dim;
@@ -480,7 +479,7 @@ void ReadProgram(Reader& r, const OJson& j, ProgramEdits& out) {
     const OJson& e = (*edits)[i];
     if (!r.Object(e, ep)) continue;
     r.Keys(e, ep, {"kind", "value", "node", "scope", "after_producer", "dim", "rank", "uneven", "group", "argument",
-                   "element", "new_value", "bias", "parts", "unit", "min_rows", "whole_parts", "attention", "module",
+                   "element", "new_value", "bias", "parts", "unit", "rows", "min_rows", "whole_parts", "attention", "module",
                    "origin"});
     ProgramEdit edit;
     r.Enum(e, "kind", ep, edit.kind, ParseProgramEditKind,
@@ -503,6 +502,7 @@ void ReadProgram(Reader& r, const OJson& j, ProgramEdits& out) {
     r.Str(e, "bias", ep, edit.bias, false);
     r.Strs(e, "parts", ep, edit.parts, "the name of a symbolic int", false);
     r.Strs(e, "unit", ep, edit.unit, "the name of a symbolic int or an integer", false);
+    r.Str(e, "rows", ep, edit.rows, false);
     r.Int(e, "min_rows", ep, edit.min_rows, false);
     if (const OJson* held = r.Field(e, "whole_parts", ep, false); held != nullptr && r.Array(*held, Child(ep, "whole_parts"))) {
       for (size_t w = 0; w < held->size(); ++w) {

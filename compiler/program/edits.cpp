@@ -57,10 +57,11 @@ Node LengthNode(const std::string& name, const std::string& value, int64_t dim, 
   return n;
 }
 
-// `unit`: a split's row length as the product of these symbolic ints or integer literals.
-NamedArgument UnitArgument(const std::vector<std::string>& unit) {
+// `unit`: a split's row length as the product of these symbolic ints or integer literals; `rows`:
+// the count of its rows, one symbolic int or literal.
+NamedArgument UnitArgument(const std::vector<std::string>& unit, const char* name) {
   NamedArgument a;
-  a.name = "unit";
+  a.name = name;
   a.arg.kind = Argument::Kind::kSymInts;
   for (const std::string& u : unit) {
     const bool literal = !u.empty() && u.find_first_not_of("0123456789") == std::string::npos;
@@ -337,17 +338,66 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
   std::vector<Node> nodes;
   nodes.reserve(p.nodes.size() + edits.edits.size());
   std::set<std::string> computed;  // symbolic ints the nodes so far compute
+  // Size arithmetic a split's rows need where the program computes it only after the split (Wan
+  // Animate's frame count, computed in the face adapter from the face video's length): the nodes
+  // computing it from the forward's inputs' sizes alone move to just before the split. They read
+  // the whole inputs, so they compute the full count wherever they run -- but for the length of a
+  // dim the plan splits at the root, which later nodes read off the split (this rank's): not moved.
+  std::set<std::pair<std::string, int64_t>> split_at_root;
+  for (const plan::ProgramEdit& e : edits.edits) {
+    if (e.kind == Kind::kSplit && e.scope.empty() && e.node.empty() && graph_inputs.count(e.value)) {
+      split_at_root.emplace(e.value, e.dim);
+    }
+  }
+  std::map<std::string, size_t> defined_at;  // symbolic int -> the node computing it
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    for (const Argument& o : p.nodes[i].outputs) {
+      for (const SymIntRef& r : o.sym_ints) {
+        if (r.is_name) defined_at.emplace(r.name, i);
+      }
+    }
+  }
+  std::set<std::string> hoisted;  // nodes moved before a split
+  std::function<bool(const std::string&)> hoist = [&](const std::string& sym) {
+    const auto at = defined_at.find(sym);
+    if (at == defined_at.end()) return false;
+    const Node& n = p.nodes[at->second];
+    const bool size = n.target == "torch.ops.aten.sym_size.int";
+    if (!size && n.target.rfind("_operator.", 0) != 0) return false;
+    for (const NamedArgument& in : n.inputs) {
+      for (const std::string& t : in.arg.TensorNames()) {
+        if (!size || !graph_inputs.count(t)) return false;
+        for (const NamedArgument& d : n.inputs) {
+          if (d.name == "dim" && d.arg.kind == Argument::Kind::kInt && split_at_root.count({t, d.arg.i})) return false;
+        }
+      }
+      for (const SymIntRef& r : in.arg.sym_ints) {
+        if (r.is_name && !computed.count(r.name) && !hoist(r.name)) return false;
+      }
+    }
+    nodes.push_back(n);
+    hoisted.insert(n.name);
+    for (const Argument& o : n.outputs) {
+      for (const SymIntRef& r : o.sym_ints) {
+        if (r.is_name) computed.insert(r.name);
+      }
+    }
+    return true;
+  };
   // A split made in rows reads the row's length where it is made: the program must have computed it.
   auto with_unit = [&](Node split, const plan::ProgramEdit& e) {
-    if (e.unit.empty()) return split;
-    for (const std::string& u : e.unit) {
-      if (u.find_first_not_of("0123456789") != std::string::npos && !computed.count(u)) {
+    if (e.unit.empty() && e.rows.empty()) return split;
+    std::vector<std::string> sizes = e.unit;
+    if (!e.rows.empty()) sizes.push_back(e.rows);
+    for (const std::string& u : sizes) {
+      if (u.find_first_not_of("0123456789") != std::string::npos && !computed.count(u) && !hoist(u)) {
         throw ProgramError(where + ": the plan's split of `" + e.value + "`" + RuleAt(e.origin) +
                            " is made in whole rows of `" + u + "`, which the program computes only after it; split " +
                            "the stream later (after `" + u + "` is computed)");
       }
     }
-    split.inputs.push_back(UnitArgument(e.unit));
+    if (!e.unit.empty()) split.inputs.push_back(UnitArgument(e.unit, "unit"));
+    if (!e.rows.empty()) split.inputs.push_back(UnitArgument({e.rows}, "rows"));
     return split;
   };
   auto emit_after = [&](const std::string& value, int32_t stack) {
@@ -379,6 +429,7 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
   // Graph inputs first: the root's splits.
   for (const std::string& in : graph_inputs) emit_after(in, -1);
   for (Node& n : p.nodes) {
+    if (hoisted.count(n.name)) continue;
     std::optional<Node> whole_twin;
     if (n.target == "torch.ops.aten.sym_size.int" && n.outputs.size() == 1 && n.outputs[0].sym_ints.size() == 1 &&
         whole_lengths.count(n.outputs[0].sym_ints[0].name)) {

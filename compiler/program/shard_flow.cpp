@@ -131,7 +131,8 @@ class ShardFlow {
   // Streams a view parts into rows (RecordRows), by their length's spelling (SizeSpelling).
   struct RowsOfStream {
     std::vector<std::string> unit;
-    std::string node;  // the first view that parts it
+    std::string count;  // or, where the view infers the row's length, the count of rows (a symbol or a literal)
+    std::string node;   // the first view that parts it
   };
   const std::map<std::string, RowsOfStream>& Rows() const { return rows_; }
   // The most rows a convolution over a split grid reads of each neighbour (0: none).
@@ -661,6 +662,8 @@ class ShardFlow {
       const TensorMeta* meta = p_.FindTensor(v);
       if (meta != nullptr && dim < static_cast<int64_t>(meta->sizes.size()) && !meta->sizes[static_cast<size_t>(dim)].symbolic) {
         constant_blocks_.emplace(blocks, std::make_pair(v, dim));
+      } else if (meta != nullptr && dim < static_cast<int64_t>(meta->sizes.size()) && blocks.size() == 1 && whole.empty()) {
+        symbolic_splits_.emplace(spelling_.Expression(meta->sizes[static_cast<size_t>(dim)]), std::make_pair(v, dim));
       }
     }
     sharded_[v] = Sharding{dim, std::move(blocks), rule, std::move(whole)};
@@ -678,6 +681,27 @@ class ShardFlow {
     auto it = constant_blocks_.find(blocks);
     if (it == constant_blocks_.end()) return false;
     plan::ProgramEdit e = ArgumentEdit(n, argument, element, sign);
+    e.value = it->second.first;
+    e.dim = it->second.second;
+    Edit(std::move(e), s.rule);
+    return true;
+  }
+  // A view's size `symbol`, read off whole tensors, that is the full length the view gives its
+  // output dim `j` and that of a split stream some shard holds: that shard's length, as
+  // LocalConstant makes a constant local (Wan Animate's frame count, read off the face video, where
+  // the face features are split along their frames with the tokens' rows). False when no shard
+  // holds such a stream.
+  bool LocalSymbol(const Node& n, const char* argument, int64_t element, const std::string& symbol, size_t j,
+                   const Sharding& s) {
+    const auto value = p_.sym_int_values.find(symbol);
+    const std::vector<std::string> outs = Outputs(n);
+    const TensorMeta* out = outs.empty() ? nullptr : p_.FindTensor(outs[0]);
+    if (value == p_.sym_int_values.end() || !value->second.symbolic || out == nullptr || j >= out->sizes.size()) return false;
+    const std::string length = spelling_.Expression(value->second);
+    if (spelling_.Expression(out->sizes[j]) != length) return false;
+    const auto it = symbolic_splits_.find(length);
+    if (it == symbolic_splits_.end()) return false;
+    plan::ProgramEdit e = ArgumentEdit(n, argument, element, 1);
     e.value = it->second.first;
     e.dim = it->second.second;
     Edit(std::move(e), s.rule);
@@ -1442,9 +1466,14 @@ class ShardFlow {
   // split on the rows: each rank must hold whole rows, so the split is made in rows (the split
   // edit's `unit`, the product of the sizes this view gives the row's dims -- symbols the program
   // computes from its inputs, or constants). Recorded by the stream's length, for every split of it
-  // (AddSplitDataflowEdits). A row whose size the view infers (-1) leaves no unit: the view then
-  // checks the parts at run time. Two views parting the stream into rows of different lengths
-  // are refused: no one split gives both whole rows.
+  // (AddSplitDataflowEdits). Where the view infers the row's size (-1) and gives the rows a count,
+  // a constant or a symbolic int (Wan Animate's face adapter: (frames, -1), the frame count read off
+  // the face video, made local off the face features' shard), the split is made in that many equal
+  // rows: a view
+  // checking only that each rank's part divides into its count of rows could pass with rows of
+  // the wrong length (21 frames of 220 tokens over 2 ranks: 2310 tokens are 11 rows of 210 and 10
+  // of 231). Two views parting the stream into rows of different lengths are refused: no one
+  // split gives both whole rows.
   void RecordRows(const Node& n, const std::string& value, const Sharding& s, size_t in_rank, const std::vector<int64_t>& b,
                   size_t j, int64_t inner) {
     if (s.blocks.size() != 1 || s.HasWhole()) return;
@@ -1455,13 +1484,27 @@ class ShardFlow {
     const Argument* arg = Arg(n, name);
     if (arg == nullptr) return;
     const int64_t offset = unflatten ? Norm(IntArg(n, "dim").value_or(0), static_cast<int64_t>(in_rank)) : 0;
-    std::vector<std::string> unit;
+    // The size the view gives at `element` when it is a constant.
+    auto constant_at = [&](int64_t element) -> std::optional<int64_t> {
+      if (element < 0) return std::nullopt;
+      if (arg->kind == AK::kInts && element < static_cast<int64_t>(arg->ints.size())) return arg->ints[static_cast<size_t>(element)];
+      if (arg->kind == AK::kSymInts && element < static_cast<int64_t>(arg->sym_ints.size()) &&
+          !arg->sym_ints[static_cast<size_t>(element)].is_name) {
+        return arg->sym_ints[static_cast<size_t>(element)].value;
+      }
+      return std::nullopt;
+    };
+    RowsOfStream rows{{}, "", n.name};
+    std::vector<std::string>& unit = rows.unit;
     int64_t product = 1;
+    bool inferred = false;
     for (size_t k = j + 1; k < b.size() && product < inner; ++k) {
       product *= b[k];
       const int64_t element = static_cast<int64_t>(k) - offset;
       if (element < 0) return;
-      if (arg->kind == AK::kInts && element < static_cast<int64_t>(arg->ints.size())) {
+      if (constant_at(element) == -1) {
+        inferred = true;
+      } else if (arg->kind == AK::kInts && element < static_cast<int64_t>(arg->ints.size())) {
         if (arg->ints[static_cast<size_t>(element)] < 1) return;
         unit.push_back(std::to_string(arg->ints[static_cast<size_t>(element)]));
       } else if (arg->kind == AK::kSymInts && element < static_cast<int64_t>(arg->sym_ints.size())) {
@@ -1473,17 +1516,30 @@ class ShardFlow {
       }
     }
     if (product != inner) return;
+    if (inferred) {  // the count of rows, a constant or a symbolic int; else the view checks the parts
+      const int64_t element = static_cast<int64_t>(j) - offset;
+      if (const std::optional<int64_t> count = constant_at(element)) {
+        if (*count < 1) return;
+        rows.count = std::to_string(*count);
+      } else if (arg->kind == AK::kSymInts && element >= 0 && element < static_cast<int64_t>(arg->sym_ints.size())) {
+        rows.count = arg->sym_ints[static_cast<size_t>(element)].name;
+      } else {
+        return;
+      }
+      unit.clear();
+    }
     const std::string key = spelling_.Expression(m->sizes[static_cast<size_t>(s.dim)]);
-    auto [it, added] = rows_.emplace(key, RowsOfStream{unit, n.name});
-    if (!added && it->second.unit != unit) {
-      auto text = [](const std::vector<std::string>& u) {
+    auto [it, added] = rows_.emplace(key, rows);
+    if (!added && (it->second.unit != unit || it->second.count != rows.count)) {
+      auto text = [](const RowsOfStream& r) {
+        if (!r.count.empty()) return r.count + " equal rows";
         std::string t;
-        for (const std::string& x : u) t += (t.empty() ? "" : " x ") + x;
-        return t;
+        for (const std::string& x : r.unit) t += (t.empty() ? "" : " x ") + x;
+        return "rows of " + t;
       };
       Refuse(EditCheck::kCpReducesSplitDim, n, value, s,
-             "it parts the split dim into rows of " + text(unit) + ", and node `" + it->second.node +
-                 "` parts the same stream into rows of " + text(it->second.unit) + ": no one split gives both whole rows");
+             "it parts the split dim into " + text(rows) + ", and node `" + it->second.node +
+                 "` parts the same stream into " + text(it->second) + ": no one split gives both whole rows");
     }
   }
 
@@ -1534,6 +1590,8 @@ class ShardFlow {
       if (e.kind == Kind::kArgument && e.node == n.name && (e.element == element || e.element < 0)) return;
     }
     std::string full;
+    std::string source;  // the symbol's length, where a whole input of the view's module has it
+    int64_t source_dim = -1;
     std::optional<int64_t> constant;
     if (arg->kind == AK::kInts && element < static_cast<int64_t>(arg->ints.size())) {
       const int64_t v = arg->ints[static_cast<size_t>(element)];
@@ -1544,9 +1602,11 @@ class ShardFlow {
       if (r.is_name && user_syms_.count(r.name)) {
         full = "the forward argument `" + r.name + "`";
       } else if (r.is_name && local_syms_.count(r.name) == 0) {
+        if (LocalSymbol(n, name, arg->kind == AK::kSymInt ? -1 : element, r.name, j, s)) return;
         // Neither read off a shard nor made local (local_sizes.h): a size the whole tensors give,
         // which would regroup rows across the split or fail at run time.
         full = "`" + r.name + "`, a size read off no shard";
+        std::tie(source, source_dim) = WholeInputOfLength(n, r.name);
       }
     }
     if (constant) {
@@ -1560,7 +1620,39 @@ class ShardFlow {
     if (full.empty()) return;
     if (element >= 0 && !InfersASize(*arg, element)) return Edit(ArgumentEdit(n, name, element, -1), s.rule);
     Refuse(EditCheck::kTpReducesShardedDim, n, value, s,
-           "it gives the split dim " + full + ", the full length (each rank holds only its part)");
+           "it gives the split dim " + full + ", the full length (each rank holds only its part)" +
+               (source.empty() ? std::string()
+                               : "; `" + source + "` has that length along dim " + std::to_string(source_dim) +
+                                     ": split it there too, and the length is its shard's"),
+           source, source_dim);
+  }
+
+  // A tensor the module of `n` reads from outside it whose length along some dim is the symbolic
+  // int `symbol` (by spelling): where a view's row count comes from (Wan Animate's face features,
+  // their frames), which a split of that dim makes local (LocalSymbol). {"", -1}: none.
+  std::pair<std::string, int64_t> WholeInputOfLength(const Node& n, const std::string& symbol) {
+    const auto value = p_.sym_int_values.find(symbol);
+    const std::string module = ModuleOf(n);
+    if (value == p_.sym_int_values.end() || !value->second.symbolic || module.empty()) return {"", -1};
+    const std::string length = spelling_.Expression(value->second);
+    std::set<std::string> inside;
+    for (const Node& m : p_.nodes) {
+      if (!NodeInModule(p_, m, module)) continue;
+      for (const std::string& o : Outputs(m)) inside.insert(o);
+    }
+    for (const Node& m : p_.nodes) {
+      if (!NodeInModule(p_, m, module)) continue;
+      for (const NamedArgument& in : m.inputs) {
+        for (const std::string& t : in.arg.TensorNames()) {
+          const TensorMeta* meta = inside.count(t) ? nullptr : p_.FindTensor(t);
+          if (meta == nullptr) continue;
+          for (size_t d = 0; d < meta->sizes.size(); ++d) {
+            if (meta->sizes[d].symbolic && spelling_.Expression(meta->sizes[d]) == length) return {t, static_cast<int64_t>(d)};
+          }
+        }
+      }
+    }
+    return {"", -1};
   }
 
   // True when a view's sizes `arg` give -1 (a size inferred from the others) at an element other
@@ -2077,6 +2169,8 @@ class ShardFlow {
   std::map<std::string, size_t> local_repeats_;  // repeat_interleave node whose count local_sizes.h made local -> rule
   // The first shard made of each list of constant-length blocks, and its dim (LocalConstant).
   std::map<std::vector<int64_t>, std::pair<std::string, int64_t>> constant_blocks_;
+  // The same for one split stream of a symbolic length, by its spelling (LocalSymbol).
+  std::map<std::string, std::pair<std::string, int64_t>> symbolic_splits_;
   SizeSpelling spelling_;
   std::map<std::string, RowsOfStream> rows_;  // RecordRows
   int64_t widest_halo_ = 0;
@@ -2114,6 +2208,7 @@ void AddSplitDataflowEdits(const plan::ExecutionPlan& plan, const Program& progr
     auto it = cp.Rows().find(cp.Spelling().Expression(m->sizes[static_cast<size_t>(e.dim)]));
     if (it == cp.Rows().end()) continue;
     e.unit = it->second.unit;
+    e.rows = it->second.count;
     e.min_rows = std::max<int64_t>(1, cp.WidestHalo());
   }
 }

@@ -79,8 +79,11 @@ class Suggester {
       const std::string key = DimKey(value, dim);
       if (key.empty()) return out;
       if (boundaries_.count(value)) {
+        // Not always tokens: a view's row count may come from it (Wan Animate's face features, by frame).
+        const TensorMeta* m = Meta(value);
         std::vector<SuggestedSplit> at =
-            SplitsAt(value, dim, TokenWhy(value, dim, "this value") + "; a split it meets needs it split alike");
+            SplitsAt(value, dim, "this value has a split's length, " + key + ", along dim " + std::to_string(dim) + " (sizes " +
+                                     (m ? SizesText(*m) : "?") + "): a split it meets needs it split alike");
         if (!at.empty()) out.push_back(at.front());
       }
       const Node* n = Producer(value);
@@ -655,14 +658,26 @@ class Suggester {
   void FoldedReach(bool view, const std::string& o, int64_t d, const std::string& key,
                    const std::vector<std::pair<std::string, Reached>>& in) {
     for (const auto& [v, r] : in) {
-      if (r.merged) {
-        if (DimKey(v, r.dim) == key) return ReachMerged(o, d, r.source, r.rows);
-        continue;
-      }
+      if (r.merged && DimKey(v, r.dim) == key) return ReachMerged(o, d, r.source, r.rows);
       if (!view) continue;
       const TensorMeta* a = Meta(v);
       const TensorMeta* b = Meta(o);
       if (a == nullptr || b == nullptr || r.dim >= static_cast<int64_t>(a->sizes.size())) continue;
+      if (r.merged) {
+        // Rows of the tokens folded again with the dims before them, or parted back out of such a
+        // fold as its innermost part (Wan Animate's face adapter: the tokens viewed per frame, (batch
+        // x frames) attending each frame's face features, and back): still those rows.
+        int64_t in_before = 1, out_before = 1;
+        for (int64_t k = 0; k < r.dim; ++k) in_before *= a->sizes[static_cast<size_t>(k)].value;
+        for (int64_t k = 0; k < d; ++k) out_before *= b->sizes[static_cast<size_t>(k)].value;
+        const int64_t in_through = in_before * a->sizes[static_cast<size_t>(r.dim)].value;
+        const int64_t out_through = out_before * b->sizes[static_cast<size_t>(d)].value;
+        if (in_through == out_through && (out_before <= in_before || b->sizes[static_cast<size_t>(d)].value > 1)) {
+          return ReachMerged(o, d, r.source, r.rows);
+        }
+        if (TokensFromRows(o, d, key, v, r)) return;
+        continue;
+      }
       // The output dim is the outer part of the token dim, which the view parts into rows.
       int64_t before_in = 1, before_out = 1;
       for (int64_t k = 0; k < r.dim; ++k) before_in *= a->sizes[static_cast<size_t>(k)].value;
@@ -687,6 +702,31 @@ class Suggester {
     }
   }
 
+  // Rows of the tokens (`r`, reached on `v`) flattened back by a view with the row's dims into output
+  // dim `d` of `o`, of the tokens' length: the tokens, though spelled otherwise (Wan Animate's
+  // `frames * (tokens // frames)`, the frame count read off the face video), a spelling that is the
+  // tokens' from here on.
+  bool TokensFromRows(const std::string& o, int64_t d, const std::string& key, const std::string& v, const Reached& r) {
+    const TensorMeta* a = Meta(v);
+    const TensorMeta* b = Meta(o);
+    const TensorMeta* src = Meta(source_value_[r.source]);
+    const int64_t src_dim = s_.sources[r.source].at.front().dim;
+    if (!r.rows || a == nullptr || b == nullptr || src == nullptr || src_dim >= static_cast<int64_t>(src->sizes.size()) ||
+        r.dim >= static_cast<int64_t>(a->sizes.size()) || d >= static_cast<int64_t>(b->sizes.size())) {
+      return false;
+    }
+    int64_t in_before = 1, out_before = 1;
+    for (int64_t k = 0; k < r.dim; ++k) in_before *= a->sizes[static_cast<size_t>(k)].value;
+    for (int64_t k = 0; k < d; ++k) out_before *= b->sizes[static_cast<size_t>(k)].value;
+    if (out_before != in_before || b->sizes[static_cast<size_t>(d)].value != src->sizes[static_cast<size_t>(src_dim)].value) {
+      return false;
+    }
+    const std::string tokens = Find(SourceKey(r.source));
+    if (Find(key) != tokens) same_[Find(key)] = tokens;
+    Reach(o, d, r.source);
+    return true;
+  }
+
   void FollowTokens() {
     const std::vector<CallValues> root = ModuleCallValues(p_, "");
     if (!root.empty()) {
@@ -705,7 +745,8 @@ class Suggester {
         if (it == reached_.end()) continue;
         for (const Reached& r : it->second) in.emplace_back(v, r);
       }
-      const bool view = Is(n, {"view.default", "reshape.default", "_unsafe_view.default", "flatten.using_ints"});
+      const bool view =
+          Is(n, {"view.default", "reshape.default", "_unsafe_view.default", "flatten.using_ints", "unflatten.int"});
       for (const std::string& o : OutputsOf(n)) {
         for (int64_t d = 0; d < Rank(o); ++d) {
           const std::string key = DimKey(o, d);
@@ -719,6 +760,7 @@ class Suggester {
               Reach(o, d, r.source);
               break;
             }
+            if (r.merged && view && TokensFromRows(o, d, key, v, r)) break;
           }
           if (!IsReached(o, d) && boundaries_.count(o) && !state_input_.count(o)) {
             const Boundary& b = boundaries_[o].front();

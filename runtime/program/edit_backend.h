@@ -18,9 +18,10 @@ class EditBackend {
   virtual ~EditBackend() = default;
   // This CP rank's part of `x` along edit.dim (weft.split); with `parts` (the full lengths of
   // the streams laid out along that dim, edit.parts), this rank's part of each, concatenated;
-  // with `unit` (factors of a row's length, edit.unit), in whole rows.
+  // with `unit` (factors of a row's length, edit.unit) or `rows` > 0 (a count of equal rows,
+  // edit.rows), in whole rows.
   virtual at::Tensor Split(const at::Tensor& x, const plan::ProgramEdit& edit, const std::vector<int64_t>& parts,
-                           const std::vector<int64_t>& unit) = 0;
+                           const std::vector<int64_t>& unit, int64_t rows) = 0;
   // `x` all-gathered along edit.dim over the CP group (weft.gather).
   virtual at::Tensor Gather(const at::Tensor& x, const plan::ProgramEdit& edit) = 0;
   // scaled_dot_product_attention(q, k, v, attn_mask, scale) as edit.attention says, q/k/v in the

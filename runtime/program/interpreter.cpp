@@ -527,6 +527,7 @@ void PrepareEdit(Impl& impl, size_t n, Instr& instr) {
     instr.args = {tensor("self", false)};
     instr.args.push_back(parts_of());
     instr.args.push_back(parts_of("unit"));  // a split in whole rows: the row's length, as factors
+    instr.args.push_back(parts_of("rows"));  // or their count (none or one)
   } else if (node.target == program::kAllReduceTarget) {
     instr.args = {tensor("self", false), tensor("bias", true)};
   } else if (node.target == program::kHaloTarget) {
@@ -945,7 +946,9 @@ std::vector<at::Tensor> Interpreter::Run(const std::vector<c10::IValue>& user_in
           at::Tensor out;
           const plan::ProgramEdit& e = *instr.edit;
           if (e.kind == plan::ProgramEdit::Kind::kSplit) {
-            out = impl.options.backend->Split(stack[0].toTensor(), e, stack[1].toIntVector(), stack[2].toIntVector());
+            const std::vector<int64_t> rows = stack[3].toIntVector();
+            out = impl.options.backend->Split(stack[0].toTensor(), e, stack[1].toIntVector(), stack[2].toIntVector(),
+                                              rows.empty() ? 0 : rows[0]);
           } else if (e.kind == plan::ProgramEdit::Kind::kGather) {
             out = impl.options.backend->Gather(stack[0].toTensor(), e);
           } else if (e.kind == plan::ProgramEdit::Kind::kAllReduce) {

@@ -601,12 +601,16 @@ def _(c, g):
 @entry("WanAnimateTransformer3DModel", **dict(_WANLIKE, in_channels=12, latent_channels=4, image_dim=16,
        # The face motion encoder's convolutions 16 wide at every size (512 by default: 15M parameters)
        motion_encoder_channel_sizes={"4": 16, "8": 16, "16": 16, "32": 16}, motion_encoder_size=32, motion_style_dim=16, motion_dim=8,
-       motion_encoder_dim=16, face_encoder_hidden_dim=16, face_encoder_num_heads=2, inject_face_latents_blocks=1,
+       motion_encoder_dim=16, face_encoder_hidden_dim=16, face_encoder_num_heads=3, inject_face_latents_blocks=1,
        motion_encoder_batch_size=2))
 def _(c, g):
-    return dict(hidden_states=g.f(B, 12, 2, 8, 8), timestep=g.t(), encoder_hidden_states=g.f(B, 12, 16),
-                encoder_hidden_states_image=g.f(B, 4, 16), pose_hidden_states=g.f(B, 4, 1, 8, 8),
-                face_pixel_values=g.f(B, 3, 1, 32, 32))
+    # 3 latent frames, and 5 face frames that the face encoder's two stride-2 convolutions make 2 (and
+    # a padding frame 3): the face adapter views the tokens per frame, so a split of them must be in
+    # whole frames -- 3, which no CP degree here divides, and not the batch's 2 nor the 4 face tokens
+    # per frame (3 face encoder heads and a padding token) the frames attend to.
+    return dict(hidden_states=g.f(B, 12, 3, 8, 8), timestep=g.t(), encoder_hidden_states=g.f(B, 12, 16),
+                encoder_hidden_states_image=g.f(B, 4, 16), pose_hidden_states=g.f(B, 4, 2, 8, 8),
+                face_pixel_values=g.f(B, 3, 5, 32, 32))
 
 
 @entry("WanAnimate2Transformer3DModel", patch_size=(1, 2, 2), text_len=12, in_dim=12, dim=32, ffn_dim=64, freq_dim=16,

@@ -17,6 +17,9 @@ list(REMOVE_ITEM _plans plans/kandinsky5.weft)
 list(REMOVE_ITEM _plans plans/hidream.weft)
 # So is Krea 2's (plans.krea2.published_program).
 list(REMOVE_ITEM _plans plans/krea2.weft)
+# Wan2.2-Animate's face adapters view the split tokens per latent frame, and the frame count is read
+# off the face video, which only a program's dataflow shows (plans.wan_animate.published_program).
+list(REMOVE_ITEM _plans plans/wan_animate.weft)
 list(SORT _plans)
 separate_arguments(_args UNIX_COMMAND "${ARGS}")
 # The graphs of the published models (issue 4) and of QwenImage 2.1 (class defaults, no published

@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "compiler/plan/plan_json.h"
 #include "compiler/program/edits.h"
 #include "compiler/program/local_sizes.h"
 #include "compiler/program/lowering.h"
@@ -1319,10 +1320,23 @@ TEST(ShardFlow, AConvolutionOverSplitRowsReadsItsNeighboursRows) {
   ASSERT_NE(exchange, nullptr);
   EXPECT_EQ(conv->inputs[0].arg.name, exchange->outputs[0].name);
   EXPECT_EQ(conv->inputs[3].arg.ints, (std::vector<int64_t>{0, 1}));
-  // Split at the forward's input, before `w` is computed: no row length to split by there.
+  // Split at the forward's input, before the program computes `w`: `w` is read off a forward input,
+  // so the node computing it moves to before the split, which reads it.
   Program early = b.p;
+  ApplyEdits(early, at_input);
+  size_t w_at = early.nodes.size(), split_at = early.nodes.size();
+  for (size_t i = 0; i < early.nodes.size(); ++i) {
+    if (early.nodes[i].name == "w_node") w_at = i;
+    if (early.nodes[i].target == kSplitTarget && split_at == early.nodes.size()) split_at = i;
+  }
+  EXPECT_LT(w_at, split_at);
+  // A row length read off a value the program computes after the split cannot move: refused.
+  Program late = b.p;
+  for (Node& n : late.nodes) {
+    if (n.name == "w_node") n.inputs[0] = In("self", Tensor("x2"));
+  }
   try {
-    ApplyEdits(early, at_input);
+    ApplyEdits(late, at_input);
     ADD_FAILURE() << "a split in rows of a length computed after it was applied";
   } catch (const ProgramError& e) {
     EXPECT_EQ(std::string(e.what()), "program: the plan's split of `x` (rule at plan.weft:5:5) is made in whole rows of "
@@ -1350,6 +1364,60 @@ TEST(ShardFlow, AConvolutionOverSplitRowsReadsItsNeighboursRows) {
   refused({In("bias", Argument()), In("stride", Ints({1, 1})), In("padding", Ints({1, 1})), In("dilation", Ints({1, 1})),
            In("transposed", yes)},
           "a transposed convolution spreads each input row over several output rows", "convolution.default");
+}
+
+// Wan Animate's face adapter: the tokens (2, 3 x s0, 4) viewed per latent frame as (2, 3, -1, 4),
+// the frame count 3 fixed at export, each frame's rows meeting that frame's face features (2, 3, 4),
+// split along their frames. The count becomes local off the face features' shard, and the tokens
+// are split in 3 equal rows (edit.rows), not in any 3 pieces: over 2 ranks, 2 frames' tokens and 1's.
+TEST(ShardFlow, ATokenStreamViewedAsAConstantCountOfRowsIsSplitInThoseRows) {
+  Builder b(/*bare=*/true);
+  b.Input("x", {2, 12, 4}, InputSpec::Kind::kUserInput, "");
+  b.p.tensor_values["x"].sizes[1] = SymInt{true, 12, "Mul(Integer(3), Symbol('s0', positive=True, integer=True))"};
+  b.Input("f", {2, 3, 4}, InputSpec::Kind::kUserInput, "");
+  b.Add("u", "unflatten.int", {In("self", Tensor("x")), In("dim", Int(1)), In("sizes", Ints({3, -1}))}, {2, 3, 4, 4});
+  b.p.tensor_values["u"].sizes[2] = Sym("s0", 4);
+  b.Add("fu", "unsqueeze.default", {In("self", Tensor("f")), In("dim", Int(2))}, {2, 3, 1, 4});
+  b.Add("y", "mul.Tensor", {In("self", Tensor("u")), In("other", Tensor("fu"))}, {2, 3, 4, 4});
+  b.p.tensor_values["y"].sizes[2] = Sym("s0", 4);
+  b.Add("t", "flatten.using_ints", {In("self", Tensor("y")), In("start_dim", Int(1)), In("end_dim", Int(2))}, {2, 12, 4});
+  b.p.tensor_values["t"].sizes[1] = b.p.tensor_values["x"].sizes[1];
+  b.Output("t");
+  plan::ProgramEdits edits = SplitX(1, 3);
+  plan::ProgramEdit face = edits.edits[0];
+  face.value = "f";
+  face.origin.line = 6;
+  edits.edits.push_back(face);
+  edits.edits.push_back(GatherOf("t", 1, 3, 7));
+  AddSplitDataflowEdits(Mesh(plan::kUlyssesAxis), b.p, edits);
+  ASSERT_EQ(edits.edits.size(), 4u);
+  EXPECT_EQ(edits.edits[0].rows, "3");  // the tokens: 3 equal rows, each rank whole ones
+  EXPECT_TRUE(edits.edits[0].unit.empty());
+  EXPECT_EQ(edits.edits[0].min_rows, 1);
+  EXPECT_TRUE(edits.edits[1].rows.empty());  // the face features' frames: a constant length, split as it is
+  const plan::ProgramEdit& count = edits.edits[3];
+  EXPECT_EQ(count.kind, plan::ProgramEdit::Kind::kArgument);
+  EXPECT_EQ(count.node, "u");
+  EXPECT_EQ(count.argument, "sizes");
+  EXPECT_EQ(count.element, 0);
+  EXPECT_EQ(count.value, "f");  // this rank's frames, read off the face features' shard
+  EXPECT_EQ(count.dim, 1);
+  CheckSplitDataflow(Mesh(plan::kUlyssesAxis), b.p, edits);
+  // The count survives the ExecutionPlan's JSON.
+  plan::ExecutionPlan plan = Mesh(plan::kUlyssesAxis);
+  plan.program = edits;
+  const plan::PlanReadResult back = plan::ReadPlanJson(plan::WritePlanJson(plan));
+  ASSERT_TRUE(back.plan.has_value()) << (back.errors.empty() ? std::string() : back.errors[0].message);
+  ASSERT_TRUE(back.plan->program.has_value());
+  EXPECT_EQ(back.plan->program->edits[0].rows, "3");
+
+  // Without the face features split, the count stays the full 3 frames: refused by name.
+  plan::ProgramEdits tokens_only = SplitX(1, 3);
+  tokens_only.edits.push_back(GatherOf("t", 1, 3, 7));
+  ExpectRefused([&] { CheckSplitDataflow(Mesh(plan::kUlyssesAxis), b.p, tokens_only); }, EditCheck::kCpReducesSplitDim,
+                "program: a context-parallel split cannot pass node `u` (unflatten.int) at the root: it gives the split "
+                "dim the constant 3, the full length (each rank holds only its part); it reads `x`, split along dim 1 "
+                "in blocks [12]; its split comes from the plan's rule for the root (rule at plan.weft:5:5)");
 }
 
 }  // namespace
