@@ -663,32 +663,25 @@ class Suggester {
       const TensorMeta* a = Meta(v);
       const TensorMeta* b = Meta(o);
       if (a == nullptr || b == nullptr || r.dim >= static_cast<int64_t>(a->sizes.size())) continue;
+      const int64_t before_in = HintsBefore(*a, r.dim), before_out = HintsBefore(*b, d);
       if (r.merged) {
         // Rows of the tokens folded again with the dims before them, or parted back out of such a
         // fold as its innermost part (Wan Animate's face adapter: the tokens viewed per frame, (batch
         // x frames) attending each frame's face features, and back): still those rows.
-        int64_t in_before = 1, out_before = 1;
-        for (int64_t k = 0; k < r.dim; ++k) in_before *= a->sizes[static_cast<size_t>(k)].value;
-        for (int64_t k = 0; k < d; ++k) out_before *= b->sizes[static_cast<size_t>(k)].value;
-        const int64_t in_through = in_before * a->sizes[static_cast<size_t>(r.dim)].value;
-        const int64_t out_through = out_before * b->sizes[static_cast<size_t>(d)].value;
-        if (in_through == out_through && (out_before <= in_before || b->sizes[static_cast<size_t>(d)].value > 1)) {
+        const int64_t in_through = before_in * a->sizes[static_cast<size_t>(r.dim)].value;
+        const int64_t out_through = before_out * b->sizes[static_cast<size_t>(d)].value;
+        if (in_through == out_through && (before_out <= before_in || b->sizes[static_cast<size_t>(d)].value > 1)) {
           return ReachMerged(o, d, r.source, r.rows);
         }
         if (TokensFromRows(o, d, key, v, r)) return;
         continue;
       }
       // The output dim is the outer part of the token dim, which the view parts into rows.
-      int64_t before_in = 1, before_out = 1;
-      for (int64_t k = 0; k < r.dim; ++k) before_in *= a->sizes[static_cast<size_t>(k)].value;
-      for (int64_t k = 0; k < d; ++k) before_out *= b->sizes[static_cast<size_t>(k)].value;
       const int64_t tokens = a->sizes[static_cast<size_t>(r.dim)].value, outer = b->sizes[static_cast<size_t>(d)].value;
       if (before_in == before_out && outer > 1 && outer < tokens && tokens % outer == 0) {
         return ReachMerged(o, d, r.source, /*rows=*/true);
       }
-      int64_t out_before = 1, out_through = 1;
-      for (int64_t k = 0; k <= d; ++k) (k < d ? out_before : out_through) *= b->sizes[static_cast<size_t>(k)].value;
-      out_through *= out_before;
+      const int64_t out_before = before_out, out_through = before_out * b->sizes[static_cast<size_t>(d)].value;
       int64_t in_prefix = 1, start = -1;
       for (int64_t k = 0; k < static_cast<int64_t>(a->sizes.size()); ++k) {
         if (in_prefix == out_before && start < 0) start = k;
@@ -700,6 +693,13 @@ class Suggester {
         return ReachMerged(o, d, r.source);
       }
     }
+  }
+
+  // The product of `m`'s sizes (at their hints) before dim `dim`.
+  static int64_t HintsBefore(const TensorMeta& m, int64_t dim) {
+    int64_t product = 1;
+    for (int64_t k = 0; k < dim; ++k) product *= m.sizes[static_cast<size_t>(k)].value;
+    return product;
   }
 
   // Rows of the tokens (`r`, reached on `v`) flattened back by a view with the row's dims into output
@@ -715,10 +715,7 @@ class Suggester {
         r.dim >= static_cast<int64_t>(a->sizes.size()) || d >= static_cast<int64_t>(b->sizes.size())) {
       return false;
     }
-    int64_t in_before = 1, out_before = 1;
-    for (int64_t k = 0; k < r.dim; ++k) in_before *= a->sizes[static_cast<size_t>(k)].value;
-    for (int64_t k = 0; k < d; ++k) out_before *= b->sizes[static_cast<size_t>(k)].value;
-    if (out_before != in_before || b->sizes[static_cast<size_t>(d)].value != src->sizes[static_cast<size_t>(src_dim)].value) {
+    if (HintsBefore(*b, d) != HintsBefore(*a, r.dim) || b->sizes[static_cast<size_t>(d)].value != src->sizes[static_cast<size_t>(src_dim)].value) {
       return false;
     }
     const std::string tokens = Find(SourceKey(r.source));
