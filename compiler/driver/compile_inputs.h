@@ -172,6 +172,7 @@ WEFT_DIAGNOSTIC(SplitNeverGathered, Error, "{0}", std::string);
 WEFT_DIAGNOSTIC(GatherOfUnsplitValue, Error, "{0}", std::string);
 WEFT_DIAGNOSTIC(GatherOnOtherDim, Error, "{0}", std::string);
 WEFT_DIAGNOSTIC(SplitOfSplitValue, Error, "{0}", std::string);
+WEFT_DIAGNOSTIC(SplitOfJointSequence, Error, "{0}", std::string);
 WEFT_DIAGNOSTIC(AtProgramNode, Note, "at node `{0}` of module `{1}` in the program", std::string, std::string);
 WEFT_DIAGNOSTIC(MeshSpecInvalid, Error, "{0}", std::string);
 WEFT_DIAGNOSTIC(UnknownWorkload, Error, "graph `{0}` has no workload `{1}`; it has {2}", std::string, std::string,

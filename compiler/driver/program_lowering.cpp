@@ -30,6 +30,7 @@ const diag::DiagnosticDef<std::string>& DiagnosticOf(program::EditCheck check) {
     case C::kGatherOfUnsplitValue: return GatherOfUnsplitValue;
     case C::kGatherOnOtherDim: return GatherOnOtherDim;
     case C::kSplitOfSplitValue: return SplitOfSplitValue;
+    case C::kSplitOfJointSequence: return SplitOfJointSequence;
   }
   return PlanDoesNotLowerToProgram;
 }

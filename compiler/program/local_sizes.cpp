@@ -113,7 +113,7 @@ class LocalSizes {
     }
     for (size_t i = 0; i < edits_.edits.size(); ++i) {
       const plan::ProgramEdit& e = edits_.edits[i];
-      if (e.kind == Kind::kGather) gathered_.insert(e.value);
+      if (e.kind == Kind::kGather) gathered_[e.value].insert(e.group);
       if (e.kind == Kind::kAttention) attention_.emplace(e.node, i);
       if (e.kind != Kind::kSplit) continue;
       if (e.group == plan::kCpGroup) uneven_ = e.uneven;  // the mesh's, on every CP split
@@ -132,16 +132,61 @@ class LocalSizes {
         split_after_[e.value].emplace(length, i);
       }
     }
+    RefuseSplitsOfJointSequences();
+  }
+
+  // A plan's split of a value whose dim is a joint sequence -- the concatenation of streams other
+  // splits of the plan cut apart (HunyuanVideo's mask over cat(video, text)) -- made as one stream
+  // gives each rank a contiguous block of it, while each rank's joint tokens are its piece of every
+  // stream: wherever the two differ (a padded text position on another rank's block) the answer is
+  // silently wrong. Left whole, such a value is sliced as the streams lay it out where it meets
+  // context-parallel attention (AddKeyMask), so the split is refused.
+  void RefuseSplitsOfJointSequences() {
+    for (const auto& [length, i] : all_lengths_) {
+      const plan::ProgramEdit& e = edits_.edits[i];
+      if (e.group != plan::kCpGroup || !e.parts.empty()) continue;
+      const std::vector<std::string> streams = JointStreams(p_.nodes.size(), length);
+      if (streams.size() < 2) continue;
+      std::string listed;
+      for (const std::string& s : streams) listed += (listed.empty() ? "" : ", ") + s;
+      throw PlanEditError(EditCheck::kSplitOfJointSequence, e.origin,
+                          where_ + ": the split of `" + e.value + "`" + RuleAt(e.origin) + (e.scope.empty() ? "" : " in `" + e.scope + "`") +
+                              " along dim " + std::to_string(e.dim) + " cuts " + length +
+                              " tokens as one stream, but they are a joint sequence of the streams " + listed +
+                              ", which this plan splits each on its own: each rank would take a block of it, not its "
+                              "piece of every stream; leave it whole (context-parallel attention slices a whole mask "
+                              "as the streams lay it out)");
+    }
   }
 
   void Remember(const std::string& value, const FullLengths& of, const std::string& scope, int64_t position) {
-    if (gathered_.count(value)) return;  // later uses read the gathered (full) value
     const TensorMeta* meta = p_.FindTensor(value);
     if (meta == nullptr) return;
     for (size_t d = 0; d < meta->sizes.size(); ++d) {
       const std::string& length = spelling_.Infix(meta->sizes[d]);
-      if (!length.empty() && of.count(length)) seen_[length].push_back({value, static_cast<int64_t>(d), scope, position});
+      auto it = of.find(length);
+      // Later uses read a gathered value whole along its group's lengths.
+      if (!length.empty() && it != of.end() && !GatheredOver(value, it->second)) {
+        seen_[length].push_back({value, static_cast<int64_t>(d), scope, position});
+      }
     }
+  }
+
+  // True when a gather of `value` joins the group of split `edit` (a context-parallel gather
+  // leaves the guidance branches' split in place, and the other way round).
+  bool GatheredOver(const std::string& value, size_t edit) const {
+    auto it = gathered_.find(value);
+    return it != gathered_.end() && it->second.count(edits_.edits[edit].group) > 0;
+  }
+
+  // `lengths` less those a gather of `value` makes whole.
+  SharedLengths NotGathered(const std::string& value, SharedLengths lengths) const {
+    if (gathered_.count(value) == 0) return lengths;
+    auto kept = std::make_shared<FullLengths>();
+    for (const auto& [length, edit] : *lengths) {
+      if (!GatheredOver(value, edit)) kept->emplace(length, edit);
+    }
+    return kept;
   }
 
   // The full lengths that input `t` of node `n` is a shard of.
@@ -361,9 +406,11 @@ class LocalSizes {
     SharedLengths lengths = RepeatedFullLength(index);
     std::map<std::string, std::pair<std::string, int64_t>> local;
     std::vector<std::string> full_inputs;
+    std::vector<std::pair<std::string, SharedLengths>> inputs;  // every tensor input, with what it is a shard of
     for (const NamedArgument& in : n.inputs) {
       for (const std::string& t : in.arg.TensorNames()) {
         const SharedLengths of = ShardOf(n, t);
+        inputs.emplace_back(t, of);
         if (of->empty()) {
           full_inputs.push_back(t);
           continue;
@@ -385,41 +432,39 @@ class LocalSizes {
       for (const std::string& t : full_inputs) {
         if (LocalizeFactory(t, *carried)) lengths = Union(lengths, shard_[t]);
       }
-      SplitWholeOperands(index, *carried, full_inputs);
+      SplitWholeOperands(index, *carried, inputs);
       Localize(index, *lengths, local);
       if (auto site = attention_.find(n.name); site != attention_.end() && !local_attention_.count(site->second)) {
         SplitMask(index, site->second);
       }
     }
     // What the node yields: shards of the same full lengths, and of the lengths of its outputs
-    // that derive from them (a flatten's S*H of a split S); none after a gather.
-    // (The symbols of the carried lengths, gathered only for an output with a size they may derive.)
-    std::set<std::string> symbols;
-    bool symbols_known = false;
+    // that derive from them (a flatten's S*H of a split S), each of the split its symbols come
+    // from; none of a group after a gather over it (a cp gather leaves the guidance split).
     for (const Argument& o : n.outputs) {
       for (const std::string& v : o.TensorNames()) {
-        if (gathered_.count(v)) continue;
         SharedLengths out = lengths;
         if (auto it = split_after_.find(v); it != split_after_.end()) {
           out = Union(out, std::make_shared<const FullLengths>(it->second));
         }
+        out = NotGathered(v, std::move(out));
         if (out->empty()) continue;
         std::shared_ptr<FullLengths> derived;  // `out` and the lengths derived from it, once one is
+        std::map<std::string, size_t> split_of_symbol;  // the symbols of `out`'s lengths, once needed
         if (const TensorMeta* meta = p_.FindTensor(v); meta != nullptr) {
           for (const SymInt& size : meta->sizes) {
             const std::string& length = spelling_.Infix(size);
             if (length.empty() || out->count(length) || (derived != nullptr && derived->count(length))) continue;
-            if (!symbols_known) {
-              for (const auto& [carried, edit] : *lengths) {
-                for (const std::string& s : SymbolsOf(carried)) symbols.insert(s);
+            if (split_of_symbol.empty()) {
+              for (const auto& [carried, edit] : *out) {
+                for (const std::string& s : SymbolsOf(carried)) split_of_symbol.emplace(s, edit);
               }
-              symbols_known = true;
             }
-            if (symbols.empty()) break;
+            if (split_of_symbol.empty()) break;
             for (const std::string& s : SymbolsOf(length)) {
-              if (symbols.count(s)) {
+              if (auto from = split_of_symbol.find(s); from != split_of_symbol.end()) {
                 if (derived == nullptr) derived = std::make_shared<FullLengths>(*out);
-                derived->emplace(length, out->begin()->second);
+                derived->emplace(length, from->second);
                 break;
               }
             }
@@ -443,13 +488,16 @@ class LocalSizes {
   // joint sequence. Found on exactly one dim of the operand; shard_flow.h then proves the two
   // operands line up (a broadcast that puts the length on another dim is refused there). A dtype
   // source (type_as's `other`) and the destination of a copy are not operands.
-  void SplitWholeOperands(size_t index, const FullLengths& carried, const std::vector<std::string>& whole) {
+  // An operand split along other lengths only (a RoPE table split over the guidance branches, whole
+  // along the tokens split over cp) is whole along the rest, and split along them the same way.
+  void SplitWholeOperands(size_t index, const FullLengths& carried,
+                          const std::vector<std::pair<std::string, SharedLengths>>& inputs) {
     const Node& n = p_.nodes[index];
     if (!IsElementwise(n.target) || n.target == "torch.ops.aten.type_as.default" ||
         n.target == "torch.ops.aten.copy_.default" || n.target == "torch.ops.aten.copy.default") {
       return;
     }
-    for (const std::string& t : whole) {
+    for (const auto& [t, own] : inputs) {
       if (localized_.count(t)) continue;
       const TensorMeta* meta = p_.FindTensor(t);
       if (meta == nullptr) continue;
@@ -460,7 +508,7 @@ class LocalSizes {
       for (size_t d = 0; d < meta->sizes.size(); ++d) {
         const std::string& length = spelling_.Infix(meta->sizes[d]);
         auto it = carried.find(length);
-        if (length.empty() || it == carried.end()) continue;
+        if (length.empty() || it == carried.end() || own->count(length)) continue;
         // The shard met carries the length of its own split (one stream), or a length derived
         // from it: a joint sequence, whatever other split cuts that length as one stream.
         const plan::ProgramEdit& carrier = edits_.edits[it->second];
@@ -680,8 +728,8 @@ class LocalSizes {
   void PairMask(const Node& n, size_t index, size_t site, const std::string& mask, const TensorMeta& meta) {
     plan::ProgramEdit& attention = edits_.edits[site];
     const std::string module = ModuleOf(p_, n);
-    auto refuse = [&](const std::string& why) {
-      return PlanEditError(EditCheck::kMaskNotLaidOutWithKeys, attention.origin,
+    auto refuse = [&](const std::string& why, const plan::Origin& at) {
+      return PlanEditError(EditCheck::kMaskNotLaidOutWithKeys, at,
                            where_ + ": the mask `" + mask + "` of context-parallel attention `" + n.name + "` (module `" +
                                module + "`" + RuleAt(attention.origin) + ") varies along the queries as well as the keys, " +
                                why + "; leave this attention local",
@@ -690,9 +738,14 @@ class LocalSizes {
     // Along the heads it may only be expanded (HunyuanVideo's refiner repeats its mask per head):
     // the runtime checks by value that every head holds the same mask and applies one.
     for (const auto& [length, edit] : *ShardOf(n, mask)) {
-      if (edits_.edits[edit].group == plan::kCpGroup) {
-        throw refuse("but it is split (along " + length + "): each rank takes its rows and columns from the whole mask, "
-                     "so it must reach the attention whole -- leave its source unsplit");
+      // Located at the split that reached the mask: that rule is the one to change (the mask's
+      // source left whole, or split only past the mask's last use).
+      const plan::ProgramEdit& split = edits_.edits[edit];
+      if (split.group == plan::kCpGroup) {
+        throw refuse("but it is split along " + length + RuleAt(split.origin) +
+                         ": each rank takes its rows and columns from the whole mask, so it must reach the attention "
+                         "whole -- leave its source unsplit",
+                     split.origin.Known() ? split.origin : attention.origin);
       }
     }
     const std::string rows = spelling_.Infix(meta.sizes[2]), cols = spelling_.Infix(meta.sizes[3]);
@@ -721,7 +774,8 @@ class LocalSizes {
                                                         : std::vector<std::string>{};
     if (order.empty()) {
       throw refuse("and its " + rows + " queries or " + cols + " keys are neither one split stream each nor one "
-                   "concatenation of split streams as both");
+                   "concatenation of split streams as both",
+                   attention.origin);
     }
     attention.parts = PartValues(n, index, site, mask, order);
     attention.attention->pair_mask = true;
@@ -932,7 +986,7 @@ class LocalSizes {
   std::unordered_map<std::string, SharedLengths> shard_;  // value -> the full lengths it is a shard of
   std::unordered_map<std::string, FullLengths> split_after_;
   FullLengths all_lengths_;
-  std::set<std::string> gathered_;
+  std::map<std::string, std::set<std::string>> gathered_;  // value -> the groups its gathers join
   std::set<std::string> localized_;
   std::unordered_map<std::string, size_t> producer_;
   std::unordered_map<std::string, size_t> sym_producer_;  // symbolic int -> the node that computes it

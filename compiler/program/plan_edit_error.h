@@ -40,6 +40,7 @@ enum class EditCheck : uint8_t {
   kGatherOfUnsplitValue,      // a gather of a value that no split reaches
   kGatherOnOtherDim,          // a gather along another dim than the one its value is split on
   kSplitOfSplitValue,         // a split of a value that a split already reaches
+  kSplitOfJointSequence,      // a split, as one stream, of a joint sequence whose streams other splits cut
 };
 
 class PlanEditError : public ProgramError {

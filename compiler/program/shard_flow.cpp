@@ -518,7 +518,8 @@ class ShardFlow {
       case EditCheck::kSplitNeverGathered:
       case EditCheck::kGatherOfUnsplitValue:
       case EditCheck::kGatherOnOtherDim:
-      case EditCheck::kSplitOfSplitValue: return check;
+      case EditCheck::kSplitOfSplitValue:
+      case EditCheck::kSplitOfJointSequence: return check;
     }
     return check;
   }
@@ -1935,6 +1936,24 @@ class ShardFlow {
         sm != nullptr && sk == nullptr && Rank(mask) >= 2 && sm->dim == Rank(mask) - 1) {
       Refuse(EditCheck::kMaskNotLaidOutWithKeys, n, mask, *sm,
              "its mask is split along the keys, but its keys `" + k + "` are whole (split them alike, or leave the mask whole)");
+    }
+    // A mask split along the keys in another layout than the keys': a joint sequence's mask split
+    // as one stream gives each rank a contiguous block of it, while its keys are its piece of each
+    // stream (HunyuanVideo's cat(video, text) mask) -- a silent wrong answer wherever a masked
+    // position lands on another rank's block (ring=3 over padded text).
+    if (const Sharding* sm = mask.empty() ? nullptr : Find(mask);
+        sm != nullptr && sk != nullptr && sk->dim == 2 && Rank(mask) >= 2 && sm->dim == Rank(mask) - 1) {
+      Sharding as_keys = *sm;
+      as_keys.dim = sk->dim;
+      if (!as_keys.SameLayout(*sk)) {
+        Refuse(EditCheck::kMaskNotLaidOutWithKeys, n, mask, *sm,
+               JointSplitAsOneStream(as_keys, *sk)
+                   ? "its mask is split along the keys as one stream of " + std::to_string(sm->blocks[0]) +
+                         ", while its keys `" + k + "` lay them out as the streams " + List(sk->blocks) +
+                         "; leave the mask whole (it is then sliced as those streams lay it out)"
+                   : "its mask is split along the keys in blocks " + List(sm->blocks) + ", but its keys `" + k +
+                         "` in blocks " + List(sk->blocks) + " (split the mask as the keys are, or leave it whole)");
+      }
     }
     if (sq != nullptr && sq->dim == 0) return AttentionOnSplitBatch(n, mask);
     for (const auto& [name, s] : {std::pair{q, sq}, std::pair{k, sk}, std::pair{v, sv}}) {

@@ -55,9 +55,10 @@ TEST(ReportPlanEditError, EveryCheckIsItsOwnKind) {
       {EditCheck::kGatherOfUnsplitValue, "GatherOfUnsplitValue"},
       {EditCheck::kGatherOnOtherDim, "GatherOnOtherDim"},
       {EditCheck::kSplitOfSplitValue, "SplitOfSplitValue"},
+      {EditCheck::kSplitOfJointSequence, "SplitOfJointSequence"},
   };
-  // The table names every check (the enum's values run 0 .. kSplitOfSplitValue).
-  ASSERT_EQ(kind_of.size(), static_cast<size_t>(EditCheck::kSplitOfSplitValue) + 1);
+  // The table names every check (the enum's values run 0 .. kSplitOfJointSequence).
+  ASSERT_EQ(kind_of.size(), static_cast<size_t>(EditCheck::kSplitOfJointSequence) + 1);
   std::set<std::string> seen;
   for (const auto& [check, kind] : kind_of) {
     SCOPED_TRACE(kind);
