@@ -1,7 +1,8 @@
 // `weft suggest --program M.pt2 [--mesh M]... [-o PLAN.weft]`: proposes a plan from the program's
 // dataflow (compiler/program/suggest.h) and checks it as `weft check` checks a written one, at
 // every workload of the program and at each mesh (default ulysses=2 and ring=2, plus tp=2 and
-// cfg=2 when the plan has tensor-parallel or guidance rules). A rule the checks refuse is moved
+// cfg=2 when the plan has tensor-parallel or guidance rules, and cfg=2 with the first mesh when it
+// has both guidance and context-parallel rules). A rule the checks refuse is moved
 // to its next place (a split to the next module boundary its tokens reach) or dropped, and the
 // plan is checked again; what moved and why is written at the top of the plan. Exit status 0
 // with a clean plan, 1 when no rule survives (the diagnostics that blocked them are printed),
@@ -207,6 +208,15 @@ bool Repair(program::Suggestion& s, const std::vector<program::RenderedRule>& ru
   const diag::Diagnostic& error = result.errors[0];
   const std::string& combination = result.combination[0];
   const std::string why = Reason(error, p.Where()) + " [at " + combination + "]";
+  // Refused only with the guidance branches and the tokens split on one mesh (each axis alone is
+  // clean by then): a split may move to where both pass, but the context-parallel rules are not
+  // dropped for it -- the guidance section is.
+  const bool both = combination.find("cfg=") != std::string::npos &&
+                    (combination.find("ulysses=") != std::string::npos || combination.find("ring=") != std::string::npos);
+  if (both && !s.cfg_splits.empty() && !result.whole_value.empty()) {
+    DropGuidance(s, why);
+    return true;
+  }
   // A split met a whole value along its dim (RoPE tables, a mask built from the image shapes):
   // split that value too, where it is made -- the farthest boundary back along its dim that the
   // checks have not refused (the stream's own source: HunyuanVideo's text after the token
@@ -279,9 +289,19 @@ bool Repair(program::Suggestion& s, const std::vector<program::RenderedRule>& ru
     if (any) s.notes.push_back("no context-parallel rule kept: " + why);
     return any;
   }
+  if (both && !s.cfg_splits.empty() && hit->kind != K::kSplit && hit->kind != K::kCfg && hit->kind != K::kTp) {
+    DropGuidance(s, why);
+    return true;
+  }
   switch (hit->kind) {
     case K::kSplit: {
       program::TokenSource& t = s.sources[hit->index];
+      if (both && !s.cfg_splits.empty() &&
+          std::none_of(t.at.begin() + static_cast<std::ptrdiff_t>(t.current) + 1, t.at.end(),
+                       [&](const program::SuggestedSplit& m) { return !s.Refused(m); })) {
+        DropGuidance(s, why);
+        return true;
+      }
       const std::string from = Describe(t.at[t.current]);
       s.Refuse(t.at[t.current]);
       while (t.current + 1 < t.at.size() && s.Refused(t.at[t.current + 1])) ++t.current;
@@ -379,12 +399,21 @@ int RunSuggest(const SuggestOptions& o) {
   std::string text;
   CheckResult last;
   std::vector<std::string> checked;
+  auto flowing = [](const program::Suggestion& x) {
+    return std::any_of(x.sources.begin(), x.sources.end(), [](const auto& t) { return !t.dropped; });
+  };
   // Repairs `x` until its plan checks clean (or nothing is left to repair).
   auto converge = [&](program::Suggestion& x) {
     for (int round = 0; round < kMaxRounds; ++round) {
       std::vector<std::string> now = meshes;
       if (!x.tp.empty() && !has_axis("tp=")) now.push_back("tp=2");
-      if (!x.cfg_splits.empty() && !has_axis("cfg=")) now.push_back("cfg=2");
+      if (!x.cfg_splits.empty() && !has_axis("cfg=")) {
+        now.push_back("cfg=2");
+        // And with the first context-parallel mesh: a value both split over the branches and met
+        // by the tokens' split (HunyuanVideo's text mask where the text is split at the root)
+        // checks clean on each axis alone but not on both, the mesh users of both run.
+        if (flowing(x) && meshes.front().find("tp=") == std::string::npos) now.push_back("cfg=2," + meshes.front());
+      }
       std::vector<program::RenderedRule> rules;
       text = program::RenderSuggestion(x, &rules);
       last = Check(plan_name, text, *p, graph, now);
@@ -392,9 +421,6 @@ int RunSuggest(const SuggestOptions& o) {
       if (last.errors.empty()) break;
       if (!Repair(x, rules, *p, last)) break;
     }
-  };
-  auto flowing = [](const program::Suggestion& x) {
-    return std::any_of(x.sources.begin(), x.sources.end(), [](const auto& t) { return !t.dropped; });
   };
   const program::Suggestion initial = s;
   converge(s);
@@ -481,6 +507,10 @@ int RunSuggest(const SuggestOptions& o) {
       s = std::move(islands);
       text = program::RenderSuggestion(s, nullptr);
     } else if (again.errors.empty() && again.cp_attention == 0) {
+      // Every island split was refused on the way: the last refusal says why.
+      if (islands.notes.size() > s.notes.size()) {
+        s.notes.push_back("no split around each self-attention either: " + islands.notes.back());
+      }
       text = program::RenderSuggestion(s, nullptr);
     } else {
       s.notes.push_back(again.errors.empty()
@@ -542,7 +572,8 @@ Command MakeSuggestCommand(CLI::App& weft) {
   CLI::App* app = weft.add_subcommand("suggest", "Propose a plan for a torch.export program from its dataflow, checked");
   app->add_option("--program", o->program, "The program (.pt2, tools/export_program.py)")->required();
   app->add_option("--mesh", o->meshes, "Meshes to check the plan at (repeatable; default ulysses=2 and ring=2; "
-                                       "tp=2 and cfg=2 are added when the plan has those rules)");
+                                       "tp=2 and cfg=2 are added when the plan has those rules, cfg=2 with the first "
+                                       "mesh when it has guidance and context-parallel rules)");
   app->add_option("-o,--output", o->output, "Write the plan here (default: stdout)");
   app->add_option("--name", o->name, "The plan's name (default: from the model class)");
   app->add_flag("--unchecked", o->unchecked, "Print the proposal before any check (nothing moved or dropped)");
