@@ -25,14 +25,6 @@ NamedArgument EditIndex(size_t edit) {
   return index;
 }
 
-// `parts`: the symbolic ints holding the full length of each stream a dim lays out.
-NamedArgument PartsArgument(const std::vector<std::string>& parts) {
-  NamedArgument sizes;
-  sizes.name = "parts";
-  sizes.arg.kind = Argument::Kind::kSymInts;
-  for (const std::string& part : parts) sizes.arg.sym_ints.push_back(SymIntRef{true, part, 0});
-  return sizes;
-}
 
 // `name = sym_size.int(value, dim)`: a length read at run time (a whole stream's, for an attention
 // over a joint sequence with streams every rank holds whole).
@@ -69,6 +61,10 @@ NamedArgument UnitArgument(const std::vector<std::string>& unit, const char* nam
   }
   return a;
 }
+
+// `parts`: the full length of each stream a dim lays out, a symbolic int or (a stream of constant
+// length) an integer literal.
+NamedArgument PartsArgument(const std::vector<std::string>& parts) { return UnitArgument(parts, "parts"); }
 
 Node EditNode(const std::string& target, size_t edit, const std::string& input, const std::string& output, int32_t stack,
               const std::vector<std::string>& parts = {}) {

@@ -18,6 +18,18 @@ std::string Find(std::unordered_map<std::string, std::string>& parent, const std
   return root;
 }
 
+// Each symbol joined to another -> the one that stands for its class.
+std::unordered_map<std::string, std::string> Roots(std::unordered_map<std::string, std::string>& parent) {
+  std::unordered_map<std::string, std::string> equal;
+  std::vector<std::string> symbols;
+  for (const auto& [symbol, unused] : parent) symbols.push_back(symbol);
+  for (const std::string& symbol : symbols) {
+    const std::string r = Find(parent, symbol);
+    if (r != symbol) equal[symbol] = r;
+  }
+  return equal;
+}
+
 // The top-level factors of `text` split at `*` (not `**`), parentheses kept whole; one factor
 // when `text` is no product. Empty when `text` is a sum or difference at the top level.
 std::vector<std::string> TopLevelFactors(const std::string& text) {
@@ -75,9 +87,59 @@ const SymInt* GuardInputSizes::Of(const std::string& term) const {
   return m == nullptr || k >= m->sizes.size() ? nullptr : &m->sizes[k];
 }
 
+// `a` and `b` name one size (equal at the export's example too): their symbols joined where they
+// differ by one symbol each (`s33*s20 + s52` and `s31 + s33*s20`: s52 is s31).
+static void JoinSums(std::unordered_map<std::string, std::string>& parent, const SymInt& a, const SymInt& b) {
+  if (!a.symbolic || !b.symbolic || a.expr.empty() || b.expr.empty() || a.expr == b.expr || a.value != b.value) return;
+  std::vector<std::string> sides[2];
+  try {
+    sides[0] = Expr::Parse(a.expr).SumTerms();
+    sides[1] = Expr::Parse(b.expr).SumTerms();
+  } catch (const ExprError&) {
+    return;
+  }
+  for (std::vector<std::string>& side : sides) std::sort(side.begin(), side.end());
+  std::vector<std::string> left, right;
+  std::set_difference(sides[0].begin(), sides[0].end(), sides[1].begin(), sides[1].end(), std::back_inserter(left));
+  std::set_difference(sides[1].begin(), sides[1].end(), sides[0].begin(), sides[0].end(), std::back_inserter(right));
+  if (left.size() != 1 || right.size() != 1) return;
+  std::string x, y;
+  try {
+    x = Expr::Parse(left[0]).AsSymbol();
+    y = Expr::Parse(right[0]).AsSymbol();
+  } catch (const ExprError&) {
+    return;
+  }
+  if (x.empty() || y.empty()) return;
+  const std::string fx = Find(parent, x), fy = Find(parent, y);
+  if (fx == fy) return;
+  parent[fx] = fx;
+  parent[fy] = fy;
+  parent[std::max(fx, fy)] = std::min(fx, fy);
+}
+
+// scaled_dot_product_attention needs its mask's last dim to be the keys' length (or 1): a mask
+// input whose length the export gave a symbol of its own (MotifVideo's text mask beside its text
+// states) is as long as the keys it masks, which no guard says.
+static void JoinMaskAndKeyLengths(const Program& p, std::unordered_map<std::string, std::string>& parent) {
+  for (const Node& n : p.nodes) {
+    if (n.target != "torch.ops.aten.scaled_dot_product_attention.default") continue;
+    const TensorMeta* key = nullptr;
+    const TensorMeta* mask = nullptr;
+    for (const NamedArgument& in : n.inputs) {
+      if (in.arg.kind != Argument::Kind::kTensor) continue;
+      if (in.name == "key") key = p.FindTensor(in.arg.name);
+      if (in.name == "attn_mask") mask = p.FindTensor(in.arg.name);
+    }
+    if (key == nullptr || mask == nullptr || key->sizes.size() < 2 || mask->sizes.empty()) continue;
+    JoinSums(parent, mask->sizes.back(), key->sizes[key->sizes.size() - 2]);
+  }
+}
+
 std::unordered_map<std::string, std::string> EqualSymbolsFromGuards(const Program& p) {
   std::unordered_map<std::string, std::string> parent;
-  if (p.guards.empty()) return parent;
+  JoinMaskAndKeyLengths(p, parent);
+  if (p.guards.empty()) return Roots(parent);
   const GuardInputSizes sizes(p);
   // A factor's symbol (`L['x'].size()[k]` of a dim that is one symbol), its integer ("#N"), or "".
   auto factor = [&](const std::string& f) -> std::string {
@@ -119,12 +181,7 @@ std::unordered_map<std::string, std::string> EqualSymbolsFromGuards(const Progra
     parent[b] = b;
     parent[std::max(a, b)] = std::min(a, b);
   }
-  std::unordered_map<std::string, std::string> equal;
-  for (const auto& [s, unused] : parent) {
-    const std::string r = Find(parent, s);
-    if (r != s) equal[s] = r;
-  }
-  return equal;
+  return Roots(parent);
 }
 
 std::string SpellEqualSizesAlike(const std::string& infix, const std::unordered_map<std::string, std::string>& equal) {

@@ -31,7 +31,8 @@ class GuardInputSizes {
 };
 
 // symbol -> the symbol that stands for its class (the least name), for every symbol some guard
-// makes equal to another; absent symbols stand for themselves.
+// makes equal to another, or that an attention's mask length makes equal to its keys' length;
+// absent symbols stand for themselves.
 std::unordered_map<std::string, std::string> EqualSymbolsFromGuards(const Program& program);
 
 // `infix` (an Expr's Infix text) with every symbol of `equal` spelled as its class's, and the

@@ -85,6 +85,25 @@ class LocalSizes {
     std::string node;  // "" = every read inside scope
   };
 
+  std::optional<int64_t> ConstantLength(const std::string& value, int64_t dim) const {
+    const TensorMeta* meta = p_.FindTensor(value);
+    if (meta == nullptr) return std::nullopt;
+    const int64_t rank = static_cast<int64_t>(meta->sizes.size());
+    if (dim < 0) dim += rank;
+    if (dim < 0 || dim >= rank || meta->sizes[static_cast<size_t>(dim)].symbolic) return std::nullopt;
+    return meta->sizes[static_cast<size_t>(dim)].value;
+  }
+
+  // The split of a stream of this length: a symbolic one's, or a constant one's (its literal).
+  std::optional<size_t> StreamSplit(const std::string& length) const {
+    if (auto it = all_lengths_.find(length); it != all_lengths_.end()) return it->second;
+    if (auto it = constant_lengths_.find(length); it != constant_lengths_.end()) return it->second;
+    return std::nullopt;
+  }
+  static bool IsLiteral(const std::string& length) {
+    return !length.empty() && length.find_first_not_of("0123456789") == std::string::npos;
+  }
+
   std::string FullLength(const std::string& value, int64_t dim) {
     const TensorMeta* meta = p_.FindTensor(value);
     if (meta == nullptr) return "";
@@ -118,7 +137,14 @@ class LocalSizes {
       if (e.kind != Kind::kSplit) continue;
       if (e.group == plan::kCpGroup) uneven_ = e.uneven;  // the mesh's, on every CP split
       const std::string length = FullLength(e.value, e.dim);
-      if (length.empty()) continue;  // a constant length: no symbolic size derives from it
+      if (length.empty()) {
+        // A constant length: no symbolic size derives from it, but it may be a stream of a joint
+        // sequence (NucleusMoE's text, fixed at 12 tokens, beside its image tokens).
+        if (const std::optional<int64_t> constant = ConstantLength(e.value, e.dim); constant && e.group == plan::kCpGroup) {
+          constant_lengths_.emplace(std::to_string(*constant), i);
+        }
+        continue;
+      }
       all_lengths_.emplace(length, i);
       if (!e.after_producer && !(e.scope.empty() && e.node.empty() && graph_inputs.count(e.value))) {
         scoped_[e.value].push_back({e.value, e.scope, length, i, e.node});
@@ -393,7 +419,7 @@ class LocalSizes {
           // expanded to x.shape[0] of cat(image, text)): a shard of the joint sequence too, every
           // row the same. (Taken for whole, it would be sliced by the streams a second time.)
           const std::vector<std::string> streams = JointStreams(index, length);
-          if (!streams.empty()) of.emplace(length, all_lengths_.at(streams.front()));
+          if (!streams.empty()) of.emplace(length, *StreamSplit(streams.front()));
         }
         if (!of.empty()) {
           shard_[outs[0]] = std::make_shared<const FullLengths>(std::move(of));
@@ -856,7 +882,7 @@ class LocalSizes {
       if (!anywhere_before && !NodeInModule(p_, c, module)) continue;
       std::vector<std::string> order = CatPartLengths(c, length);
       bool known = order.size() > 1;
-      for (const std::string& part : order) known = known && all_lengths_.count(part) > 0;
+      for (const std::string& part : order) known = known && StreamSplit(part).has_value();
       if (!known) continue;
       if (!found.empty() && found != order) return {};  // two layouts of the same length: ambiguous
       found = order;
@@ -883,9 +909,14 @@ class LocalSizes {
     std::vector<std::string> parts;
     for (const std::string& part : c.inputs[0].arg.TensorNames()) {
       const TensorMeta* pm = p_.FindTensor(part);
-      parts.push_back(pm == nullptr || cat_dim >= static_cast<int64_t>(pm->sizes.size())
-                          ? ""
-                          : spelling_.Infix(pm->sizes[static_cast<size_t>(cat_dim)]));
+      if (pm == nullptr || cat_dim >= static_cast<int64_t>(pm->sizes.size())) {
+        parts.push_back("");
+        continue;
+      }
+      const SymInt& size = pm->sizes[static_cast<size_t>(cat_dim)];
+      // A constant part is known as a stream only when a split cuts that length.
+      const std::string literal = size.symbolic ? "" : std::to_string(size.value);
+      parts.push_back(size.symbolic ? spelling_.Infix(size) : constant_lengths_.count(literal) ? literal : "");
     }
     return parts;
   }
@@ -895,7 +926,7 @@ class LocalSizes {
   // text cat(cat(t5, llama), llama_i)); any cat before node `index` that makes the length must lay
   // it out alike. Empty when none does, or two disagree.
   std::vector<std::string> JointStreams(size_t index, const std::string& length, int depth = 0) {
-    if (depth > 0 && all_lengths_.count(length)) return {length};
+    if (depth > 0 && StreamSplit(length)) return {length};
     if (depth > 8) return {};  // a cycle of equal spellings cannot be; a bound all the same
     std::vector<std::string> found;
     for (size_t c_index = 0; c_index < index && c_index < p_.nodes.size(); ++c_index) {
@@ -923,6 +954,10 @@ class LocalSizes {
   std::vector<std::string> PartValuesOrEmpty(size_t index, const std::vector<std::string>& order) {
     std::vector<std::string> names;
     for (const std::string& part : order) {
+      if (IsLiteral(part)) {  // a constant stream's length: the literal itself
+        names.push_back(part);
+        continue;
+      }
       std::string name;
       size_t at = p_.nodes.size();
       for (const auto& [value, sym] : p_.sym_int_values) {
@@ -986,7 +1021,8 @@ class LocalSizes {
   std::unordered_map<std::string, SharedLengths> shard_;  // value -> the full lengths it is a shard of
   std::unordered_map<std::string, FullLengths> split_after_;
   FullLengths all_lengths_;
-  std::map<std::string, std::set<std::string>> gathered_;  // value -> the groups its gathers join
+  std::map<std::string, std::set<std::string>> gathered_;
+  FullLengths constant_lengths_;  // a constant-length cp split's length (its literal) -> the edit  // value -> the groups its gathers join
   std::set<std::string> localized_;
   std::unordered_map<std::string, size_t> producer_;
   std::unordered_map<std::string, size_t> sym_producer_;  // symbolic int -> the node that computes it

@@ -228,6 +228,10 @@ class ShardFlow {
         if (!e.parts.empty()) {
           s.blocks.clear();
           for (const std::string& part : e.parts) {
+            if (!part.empty() && part.find_first_not_of("0123456789") == std::string::npos) {
+              s.blocks.push_back(std::stoll(part));  // a stream of constant length
+              continue;
+            }
             auto it = p_.sym_int_values.find(part);
             s.blocks.push_back(it == p_.sym_int_values.end() ? 0 : it->second.value);
           }

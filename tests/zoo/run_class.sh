@@ -9,26 +9,17 @@ set -eu
 weft=$1 run=$2 dir=$3 out=$4
 mkdir -p "$out"
 "$weft" suggest --program "$dir/program.pt2" -o "$out/plan.weft"
-# A class whose fixture says why no context-parallel rule can be proven (`cp_refused`: a phrase of
-# the suggestion's notes, then why) gets its tensor-parallel and guidance runs only, and the phrase
-# must be in the notes: a later suggestion that splits it shows here.
-cp_refused=""
-[ -f "$dir/cp_refused" ] && cp_refused=$(head -n1 "$dir/cp_refused")
-if [ -n "$cp_refused" ]; then
-  if grep -q '^context_parallel' "$out/plan.weft" || ! tr '\n' ' ' < "$out/plan.weft" | sed 's/ # / /g' | grep -qF "$cp_refused"; then
-    echo "$(basename "$dir"): expected no context_parallel section and the note \"$cp_refused\":"
-    cat "$out/plan.weft"
-    exit 1
-  fi
-elif ! grep -q '^context_parallel' "$out/plan.weft"; then
+# Every class here splits its sequence: a plan without context_parallel rules would make the
+# ulysses and ring runs below the unsharded one.
+if ! grep -q '^context_parallel' "$out/plan.weft"; then
   echo "$(basename "$dir"): the suggested plan has no context_parallel section:"
   cat "$out/plan.weft"
   exit 1
 fi
 # ... and some attention must run context-parallel under those splits: a split and gather that
 # reach none (SanaWM's around one Linear, before weft suggest checked it) pass at parity and shard nothing.
-[ -z "$cp_refused" ] && "$weft" compile "$out/plan.weft" --program "$dir/program.pt2" --mesh ulysses=2 --ulysses-anything -o "$out/plan.json"
-if [ -z "$cp_refused" ] && ! grep -q '"mode": *"\(ulysses\|ring\|usp\)"' "$out/plan.json"; then
+"$weft" compile "$out/plan.weft" --program "$dir/program.pt2" --mesh ulysses=2 --ulysses-anything -o "$out/plan.json"
+if ! grep -q '"mode": *"\(ulysses\|ring\|usp\)"' "$out/plan.json"; then
   echo "$(basename "$dir"): no attention of the suggested plan runs context-parallel at ulysses=2:"
   cat "$out/plan.weft"
   exit 1
@@ -38,12 +29,11 @@ fi
 tolerance=""
 [ -f "$dir/tolerance" ] && tolerance="--tolerance $(cut -d' ' -f1 "$dir/tolerance")"
 set -- "ulysses=2 --ulysses-anything" "ring=2 --rotate p2p --ring-anything"
-[ -n "$cp_refused" ] && set --
 grep -q '^tensor_parallel' "$out/plan.weft" && set -- "$@" "tp=2"
 # Guidance branches where the suggestion has them: the fixture's batch of 2 as 2 branches.
 grep -q '^guidance_parallel' "$out/plan.weft" && set -- "$@" "cfg=2"
 # More meshes where the fixture's `meshes` file lists them (one per line: USP, 3 uneven ranks ...).
-if [ -f "$dir/meshes" ] && [ -z "$cp_refused" ]; then
+if [ -f "$dir/meshes" ]; then
   while IFS= read -r extra; do [ -n "$extra" ] && set -- "$@" "$extra"; done < "$dir/meshes"
 fi
 for mesh in "$@"; do

@@ -474,6 +474,34 @@ TEST(LocalSizes, RefusesAMaskNotLaidOutWithItsKeys) {
 }
 
 
+// The same mask input as long as the keys at the example (8), its length a symbol of its own (the
+// export ties no guard to it: MotifVideo's text mask beside its text): scaled_dot_product_attention
+// needs the two equal, so the mask is split with the keys, as one stream of their length.
+TEST(LocalSizes, AMaskInputAsLongAsItsKeysIsSplitWithThem) {
+  Builder b(/*bare=*/true);
+  b.Input("x", {1, 8, 8}, InputSpec::Kind::kUserInput, "");
+  b.p.tensor_values["x"].sizes[1] = Sym("s0", 8);
+  b.Input("m", {1, 8}, InputSpec::Kind::kUserInput, "");
+  b.p.tensor_values["m"].sizes[1] = Sym("s5", 8);
+  b.Add("q", "view.default", {In("self", Tensor("x")), In("size", Ints({1, 1, 8, 8}))}, {1, 1, 8, 8});
+  b.p.tensor_values["q"].sizes[2] = Sym("s0", 8);
+  b.Add("o", "scaled_dot_product_attention.default",
+        {In("query", Tensor("q")), In("key", Tensor("q")), In("value", Tensor("q")), In("attn_mask", Tensor("m"))},
+        {1, 1, 8, 8});
+  b.Output("o");
+  plan::ProgramEdits edits = SplitX(1, 3);
+  edits.edits.push_back(AttentionEditOfO(plan::AttentionMode::kUlysses));
+  AddLocalSizeEdits(b.p, edits);
+  int splits_of_m = 0;
+  for (const plan::ProgramEdit& e : edits.edits) {
+    if (e.kind != plan::ProgramEdit::Kind::kSplit || e.value != "m") continue;
+    ++splits_of_m;
+    EXPECT_EQ(e.dim, 1);
+    EXPECT_TRUE(e.parts.empty());  // one stream: the keys' own
+  }
+  EXPECT_EQ(splits_of_m, 1);
+}
+
 // Context-parallel attention over split x (1, 1, s0, 8) with mask `m` of `mask_sizes` (whole,
 // a graph input): the program and the edits (split of x, the attention at `o`).
 struct PairMaskCase {
