@@ -451,49 +451,45 @@ TEST(ShardFlow, LocalAttentionOfSplitQueriesIsRefusedWhenCausal) {
   }
 }
 
+// Context-parallel attention (ulysses) over split keys x (1, 1, s0, 8) with a whole mask input
+// `m` (1, s5) of `mask_length` at the export's example: the program and the edits.
+struct KeyMaskCase {
+  Builder b{/*bare=*/true};
+  plan::ProgramEdits edits;
+  explicit KeyMaskCase(int64_t mask_length) {
+    b.Input("x", {1, 8, 8}, InputSpec::Kind::kUserInput, "");
+    b.p.tensor_values["x"].sizes[1] = Sym("s0", 8);
+    b.Input("m", {1, mask_length}, InputSpec::Kind::kUserInput, "");
+    b.p.tensor_values["m"].sizes[1] = Sym("s5", mask_length);
+    b.Add("q", "view.default", {In("self", Tensor("x")), In("size", Ints({1, 1, 8, 8}))}, {1, 1, 8, 8});
+    b.p.tensor_values["q"].sizes[2] = Sym("s0", 8);
+    b.Add("o", "scaled_dot_product_attention.default",
+          {In("query", Tensor("q")), In("key", Tensor("q")), In("value", Tensor("q")), In("attn_mask", Tensor("m"))},
+          {1, 1, 8, 8});
+    b.Output("o");
+    edits = SplitX(1, 3);
+    edits.edits.push_back(AttentionEditOfO(plan::AttentionMode::kUlysses));
+  }
+};
+
 TEST(LocalSizes, RefusesAMaskNotLaidOutWithItsKeys) {
-  // Context-parallel attention over split keys x (1, 1, s0, 8), with a whole mask (1, s5) over
-  // keys of another length: neither one split stream nor a concatenation of split streams.
-  Builder b(/*bare=*/true);
-  b.Input("x", {1, 8, 8}, InputSpec::Kind::kUserInput, "");
-  b.p.tensor_values["x"].sizes[1] = Sym("s0", 8);
-  b.Input("m", {1, 6}, InputSpec::Kind::kUserInput, "");
-  b.p.tensor_values["m"].sizes[1] = Sym("s5", 6);
-  b.Add("q", "view.default", {In("self", Tensor("x")), In("size", Ints({1, 1, 8, 8}))}, {1, 1, 8, 8});
-  b.p.tensor_values["q"].sizes[2] = Sym("s0", 8);
-  b.Add("o", "scaled_dot_product_attention.default",
-        {In("query", Tensor("q")), In("key", Tensor("q")), In("value", Tensor("q")), In("attn_mask", Tensor("m"))},
-        {1, 1, 8, 8});
-  b.Output("o");
-  plan::ProgramEdits edits = SplitX(1, 3);
-  edits.edits.push_back(AttentionEditOfO(plan::AttentionMode::kUlysses));
-  ExpectRefused([&] { AddLocalSizeEdits(b.p, edits); }, EditCheck::kMaskNotLaidOutWithKeys,
+  // A mask over keys of another length (6 at the example): neither one split stream nor a
+  // concatenation of split streams.
+  KeyMaskCase c(6);
+  ExpectRefused([&] { AddLocalSizeEdits(c.b.p, c.edits); }, EditCheck::kMaskNotLaidOutWithKeys,
                 "program: the mask `m` of context-parallel attention `o` (module `` (rule at plan.weft:7:3)) spans s5 "
                 "keys, which is neither one split stream nor a concatenation of split streams in this module: split "
                 "it in the plan, or leave the attention local");
 }
 
-
 // The same mask input as long as the keys at the example (8), its length a symbol of its own (the
 // export ties no guard to it: MotifVideo's text mask beside its text): scaled_dot_product_attention
 // needs the two equal, so the mask is split with the keys, as one stream of their length.
 TEST(LocalSizes, AMaskInputAsLongAsItsKeysIsSplitWithThem) {
-  Builder b(/*bare=*/true);
-  b.Input("x", {1, 8, 8}, InputSpec::Kind::kUserInput, "");
-  b.p.tensor_values["x"].sizes[1] = Sym("s0", 8);
-  b.Input("m", {1, 8}, InputSpec::Kind::kUserInput, "");
-  b.p.tensor_values["m"].sizes[1] = Sym("s5", 8);
-  b.Add("q", "view.default", {In("self", Tensor("x")), In("size", Ints({1, 1, 8, 8}))}, {1, 1, 8, 8});
-  b.p.tensor_values["q"].sizes[2] = Sym("s0", 8);
-  b.Add("o", "scaled_dot_product_attention.default",
-        {In("query", Tensor("q")), In("key", Tensor("q")), In("value", Tensor("q")), In("attn_mask", Tensor("m"))},
-        {1, 1, 8, 8});
-  b.Output("o");
-  plan::ProgramEdits edits = SplitX(1, 3);
-  edits.edits.push_back(AttentionEditOfO(plan::AttentionMode::kUlysses));
-  AddLocalSizeEdits(b.p, edits);
+  KeyMaskCase c(8);
+  AddLocalSizeEdits(c.b.p, c.edits);
   int splits_of_m = 0;
-  for (const plan::ProgramEdit& e : edits.edits) {
+  for (const plan::ProgramEdit& e : c.edits.edits) {
     if (e.kind != plan::ProgramEdit::Kind::kSplit || e.value != "m") continue;
     ++splits_of_m;
     EXPECT_EQ(e.dim, 1);
