@@ -211,9 +211,9 @@ bool Repair(program::Suggestion& s, const std::vector<program::RenderedRule>& ru
   // Refused only with the guidance branches and the tokens split on one mesh (each axis alone is
   // clean by then): a split may move to where both pass, but the context-parallel rules are not
   // dropped for it -- the guidance section is.
-  const bool both = combination.find("cfg=") != std::string::npos &&
-                    (combination.find("ulysses=") != std::string::npos || combination.find("ring=") != std::string::npos);
-  if (both && !s.cfg_splits.empty() && !result.whole_value.empty()) {
+  const bool blame_guidance = !s.cfg_splits.empty() && combination.find("cfg=") != std::string::npos &&
+                              (combination.find("ulysses=") != std::string::npos || combination.find("ring=") != std::string::npos);
+  if (blame_guidance && !result.whole_value.empty()) {
     DropGuidance(s, why);
     return true;
   }
@@ -289,15 +289,14 @@ bool Repair(program::Suggestion& s, const std::vector<program::RenderedRule>& ru
     if (any) s.notes.push_back("no context-parallel rule kept: " + why);
     return any;
   }
-  if (both && !s.cfg_splits.empty() && hit->kind != K::kSplit && hit->kind != K::kCfg && hit->kind != K::kTp) {
+  if (blame_guidance && hit->kind != K::kSplit && hit->kind != K::kCfg && hit->kind != K::kTp) {
     DropGuidance(s, why);
     return true;
   }
   switch (hit->kind) {
     case K::kSplit: {
       program::TokenSource& t = s.sources[hit->index];
-      if (both && !s.cfg_splits.empty() &&
-          std::none_of(t.at.begin() + static_cast<std::ptrdiff_t>(t.current) + 1, t.at.end(),
+      if (blame_guidance && std::none_of(t.at.begin() + static_cast<std::ptrdiff_t>(t.current) + 1, t.at.end(),
                        [&](const program::SuggestedSplit& m) { return !s.Refused(m); })) {
         DropGuidance(s, why);
         return true;

@@ -56,8 +56,7 @@ NamedArgument UnitArgument(const std::vector<std::string>& unit, const char* nam
   a.name = name;
   a.arg.kind = Argument::Kind::kSymInts;
   for (const std::string& u : unit) {
-    const bool literal = !u.empty() && u.find_first_not_of("0123456789") == std::string::npos;
-    a.arg.sym_ints.push_back(literal ? SymIntRef{false, "", std::stoll(u)} : SymIntRef{true, u, 0});
+    a.arg.sym_ints.push_back(IsLengthLiteral(u) ? SymIntRef{false, "", std::stoll(u)} : SymIntRef{true, u, 0});
   }
   return a;
 }
@@ -386,7 +385,7 @@ void ApplyEdits(Program& p, const plan::ProgramEdits& edits) {
     std::vector<std::string> sizes = e.unit;
     if (!e.rows.empty()) sizes.push_back(e.rows);
     for (const std::string& u : sizes) {
-      if (u.find_first_not_of("0123456789") != std::string::npos && !computed.count(u) && !hoist(u)) {
+      if (!IsLengthLiteral(u) && !computed.count(u) && !hoist(u)) {
         throw ProgramError(where + ": the plan's split of `" + e.value + "`" + RuleAt(e.origin) +
                            " is made in whole rows of `" + u + "`, which the program computes only after it; split " +
                            "the stream later (after `" + u + "` is computed)");

@@ -50,6 +50,10 @@ bool IsFactory(const std::string& target) {
   return false;
 }
 
+bool IsLengthLiteral(const std::string& length) {
+  return !length.empty() && length.find_first_not_of("0123456789") == std::string::npos;
+}
+
 namespace {
 
 class LocalSizes {
@@ -85,13 +89,13 @@ class LocalSizes {
     std::string node;  // "" = every read inside scope
   };
 
-  std::optional<int64_t> ConstantLength(const std::string& value, int64_t dim) const {
+  // `value`'s size along `dim` (negative from the end), or null.
+  const SymInt* SizeAt(const std::string& value, int64_t dim) const {
     const TensorMeta* meta = p_.FindTensor(value);
-    if (meta == nullptr) return std::nullopt;
+    if (meta == nullptr) return nullptr;
     const int64_t rank = static_cast<int64_t>(meta->sizes.size());
     if (dim < 0) dim += rank;
-    if (dim < 0 || dim >= rank || meta->sizes[static_cast<size_t>(dim)].symbolic) return std::nullopt;
-    return meta->sizes[static_cast<size_t>(dim)].value;
+    return dim < 0 || dim >= rank ? nullptr : &meta->sizes[static_cast<size_t>(dim)];
   }
 
   // The split of a stream of this length: a symbolic one's, or a constant one's (its literal).
@@ -100,18 +104,12 @@ class LocalSizes {
     if (auto it = constant_lengths_.find(length); it != constant_lengths_.end()) return it->second;
     return std::nullopt;
   }
-  static bool IsLiteral(const std::string& length) {
-    return !length.empty() && length.find_first_not_of("0123456789") == std::string::npos;
-  }
 
   std::string FullLength(const std::string& value, int64_t dim) {
-    const TensorMeta* meta = p_.FindTensor(value);
-    if (meta == nullptr) return "";
-    const int64_t rank = static_cast<int64_t>(meta->sizes.size());
-    if (dim < 0) dim += rank;
-    if (dim < 0 || dim >= rank) return "";
-    return spelling_.Infix(meta->sizes[static_cast<size_t>(dim)]);
+    const SymInt* size = SizeAt(value, dim);
+    return size == nullptr ? "" : spelling_.Infix(*size);
   }
+
 
   void Collect() {
     std::set<std::string> graph_inputs;
@@ -140,8 +138,8 @@ class LocalSizes {
       if (length.empty()) {
         // A constant length: no symbolic size derives from it, but it may be a stream of a joint
         // sequence (NucleusMoE's text, fixed at 12 tokens, beside its image tokens).
-        if (const std::optional<int64_t> constant = ConstantLength(e.value, e.dim); constant && e.group == plan::kCpGroup) {
-          constant_lengths_.emplace(std::to_string(*constant), i);
+        if (const SymInt* size = SizeAt(e.value, e.dim); size != nullptr && !size->symbolic && e.group == plan::kCpGroup) {
+          constant_lengths_.emplace(std::to_string(size->value), i);
         }
         continue;
       }
@@ -954,7 +952,7 @@ class LocalSizes {
   std::vector<std::string> PartValuesOrEmpty(size_t index, const std::vector<std::string>& order) {
     std::vector<std::string> names;
     for (const std::string& part : order) {
-      if (IsLiteral(part)) {  // a constant stream's length: the literal itself
+      if (IsLengthLiteral(part)) {  // a constant stream's length: the literal itself
         names.push_back(part);
         continue;
       }
@@ -1021,8 +1019,8 @@ class LocalSizes {
   std::unordered_map<std::string, SharedLengths> shard_;  // value -> the full lengths it is a shard of
   std::unordered_map<std::string, FullLengths> split_after_;
   FullLengths all_lengths_;
-  std::map<std::string, std::set<std::string>> gathered_;
-  FullLengths constant_lengths_;  // a constant-length cp split's length (its literal) -> the edit  // value -> the groups its gathers join
+  std::map<std::string, std::set<std::string>> gathered_;  // value -> the groups its gathers join
+  FullLengths constant_lengths_;  // a constant-length cp split's length (its literal) -> the edit
   std::set<std::string> localized_;
   std::unordered_map<std::string, size_t> producer_;
   std::unordered_map<std::string, size_t> sym_producer_;  // symbolic int -> the node that computes it

@@ -52,4 +52,8 @@ std::string ModuleOf(const Program& program, const Node& node);
 // full length and combined with shards, AddLocalSizeEdits builds them at the local one.
 bool IsFactory(const std::string& target);
 
+// An edit's part, unit or row count spelled as an integer literal (a stream of constant length)
+// rather than as a symbolic int the program computes.
+bool IsLengthLiteral(const std::string& length);
+
 }  // namespace weft::program

@@ -228,7 +228,7 @@ class ShardFlow {
         if (!e.parts.empty()) {
           s.blocks.clear();
           for (const std::string& part : e.parts) {
-            if (!part.empty() && part.find_first_not_of("0123456789") == std::string::npos) {
+            if (IsLengthLiteral(part)) {
               s.blocks.push_back(std::stoll(part));  // a stream of constant length
               continue;
             }
