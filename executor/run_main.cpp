@@ -473,7 +473,9 @@ std::string LocalRankRefusal(const RunOptions& o, int nproc) {
   return "";
 }
 
-// Launcher mode: re-execute ourselves on nproc local ranks.
+int WeftRunMain(int argc, char** argv);
+
+// Launcher mode: start nproc local ranks of ourselves with the same arguments.
 int RunLauncher(const RunOptions& o, int argc, char** argv) {
   CollectiveTimeout(o);  // a bad WEFT_TIMEOUT_S is reported once, here
   int nproc = o.nproc;
@@ -526,6 +528,14 @@ int RunLauncher(const RunOptions& o, int argc, char** argv) {
   lo.stdout_from_rank0 = o.report == "json";
   lo.error_channel = true;      // an error every rank raises is printed once
   lo.pass_listen_fd = true;  // the ranks are weft-run: rank 0 serves the store on the reserved port
+  // Each rank is this process forked: weft-run's main again, on its rank's environment, without
+  // LibTorch's start-up once more per rank.
+  lo.run_in_fork = [args = lo.argv]() mutable {
+    std::vector<char*> ptrs;
+    for (std::string& a : args) ptrs.push_back(a.data());
+    ptrs.push_back(nullptr);
+    return WeftRunMain(static_cast<int>(args.size()), ptrs.data());
+  };
   dist::LaunchResult r = dist::Launch(lo);
   return r.exit_code;
 }
@@ -642,9 +652,8 @@ void ReportError(const std::string& text) {
   std::cerr.flush();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// weft-run's whole command line; a forked rank (RunLauncher) enters here too.
+int WeftRunMain(int argc, char** argv) {
   CLI::App app{"weft-run: run a model sharded by a weft plan on N local ranks, or as one rank under "
                "torchrun/srun.\nWith no arguments: tiny Flux as a program (exported once into the program cache) "
                "with plans/flux.weft on 4 local CPU ranks (ring=2 x ulysses=2), checked against the unsharded program."};
@@ -860,3 +869,7 @@ int main(int argc, char** argv) {
     std::_Exit(1);
   }
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return WeftRunMain(argc, argv); }

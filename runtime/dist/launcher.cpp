@@ -1,6 +1,7 @@
 #include "runtime/dist/launcher.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -12,7 +13,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <set>
 #include <string>
@@ -147,6 +151,51 @@ void Emit(Stream& s, int rank, const char* data, size_t n, bool flush_tail, std:
   s.sink->flush();
 }
 
+// Whether this process runs one thread (Linux: /proc/self/status), so that a fork leaves nothing
+// half-held behind. Unknown counts as not.
+bool SingleThreaded() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::atoi(line.c_str() + 8) == 1;
+  }
+  return false;
+}
+
+// What exec does to descriptors, for a forked rank that does not exec: closes every one marked
+// close-on-exec.
+void CloseCloseOnExecDescriptors() {
+  std::vector<int> fds;
+  if (DIR* dir = ::opendir("/proc/self/fd")) {
+    const int own = ::dirfd(dir);
+    while (dirent* e = ::readdir(dir)) {
+      const int fd = std::atoi(e->d_name);
+      if (e->d_name[0] != '.' && fd != own) fds.push_back(fd);
+    }
+    ::closedir(dir);
+  }
+  for (const int fd : fds) {
+    const int flags = ::fcntl(fd, F_GETFD);
+    if (flags >= 0 && (flags & FD_CLOEXEC) != 0) ::close(fd);
+  }
+}
+
+// A forked rank: the rank's environment in place of the launcher's, then the command's own entry.
+[[noreturn]] void RunForkedRank(const std::function<int()>& run, const std::vector<std::string>& env) {
+  CloseCloseOnExecDescriptors();
+  ::clearenv();
+  for (const std::string& e : env) ::putenv(::strdup(e.c_str()));  // putenv keeps the pointer
+  int code = 1;
+  try {
+    code = run();
+  } catch (const std::exception& e) {
+    std::cerr << "weft-run: error: " << e.what() << std::endl;
+  }
+  std::cout.flush();
+  std::cerr.flush();
+  std::exit(code);  // as returning from main: static destructors, stdio flushed
+}
+
 }  // namespace
 
 LaunchResult Launch(const LaunchOptions& opt) {
@@ -207,6 +256,8 @@ LaunchResult Launch(const LaunchOptions& opt) {
 
   out.flush();
   err.flush();
+  std::fflush(nullptr);  // a forked rank would write the launcher's buffered bytes again
+  const bool fork_only = opt.run_in_fork && SingleThreaded();
   std::vector<Rank> ranks(opt.nproc);
   for (Rank& rk : ranks) rk.exited = true;  // until started
   const bool channel = opt.prefix_output && opt.error_channel;
@@ -240,6 +291,7 @@ LaunchResult Launch(const LaunchOptions& opt) {
         ::dup2(pipes[1][1], 2);
       }
       if (channel) ::fcntl(pipes[2][1], F_SETFD, 0);  // the error channel survives exec
+      if (fork_only) RunForkedRank(opt.run_in_fork, env);
       ::execvpe(argv[0], argv.data(), envp.data());
       std::string msg = "weft-run: cannot start `" + opt.argv[0] + "`: " + std::strerror(errno) + "\n";
       ssize_t ignored = ::write(2, msg.data(), msg.size());

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <utility>
@@ -40,6 +41,14 @@ struct LaunchOptions {
   std::chrono::milliseconds settle{std::chrono::seconds(1)};
   // After a rank fails, the others get SIGTERM, then SIGKILL after this grace period.
   std::chrono::milliseconds grace{std::chrono::seconds(3)};
+  // When set, a rank is the forked launcher itself rather than a new image of argv: the child
+  // takes the rank's environment, closes what exec would (every close-on-exec descriptor: the
+  // other ranks' pipes) and exits with run_in_fork(), which must do what argv would (weft-run
+  // passes its own main over argv). LibTorch's static initialisers (~0.8 s a process on this
+  // 2-core machine, most of a small run) then run once, in the launcher, not once per rank. A
+  // thread does not survive fork, so while the launcher runs more than one thread (a thread pool
+  // some earlier work started) the ranks are started by exec as without it.
+  std::function<int()> run_in_fork;
   // Extra environment for every rank, on top of the launcher's own.
   std::vector<std::pair<std::string, std::string>> env;
   std::ostream* out = nullptr;  // default std::cout

@@ -1,12 +1,15 @@
 // The local launcher (runtime/dist/launcher.h) and the weft-run binary.
 #include "runtime/dist/launcher.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <array>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <sstream>
@@ -159,6 +162,62 @@ TEST(Launcher, MissingProgramIsReported) {
   LaunchResult r = Launch(o);
   EXPECT_EQ(r.exit_code, 127);
   EXPECT_NE(err.str().find("cannot start `/nonexistent/weft-program`"), std::string::npos) << err.str();
+}
+
+// A rank forked without exec (weft-run's): its entry runs, not argv, on the rank's environment, with
+// what exec would close closed, and its return value is the rank's exit code.
+TEST(Launcher, ForkedRanksRunTheEntryOnTheirEnvironment) {
+  int held[2];
+  ASSERT_EQ(::pipe2(held, O_CLOEXEC), 0);
+  std::ostringstream out, err;
+  LaunchOptions o;
+  o.nproc = 3;
+  o.argv = {"/bin/sh", "-c", "echo argv executed"};
+  o.env = {{"WEFT_LAUNCHER_TEST", "set"}};
+  o.out = &out;
+  o.err = &err;
+  o.run_in_fork = [fd = held[0]] {
+    const bool closed = ::fcntl(fd, F_GETFD) < 0 && errno == EBADF;
+    std::printf("forked rank %s of %s, %s, close-on-exec descriptor %s\n", std::getenv("RANK"),
+                std::getenv("WORLD_SIZE"), std::getenv("WEFT_LAUNCHER_TEST"), closed ? "closed" : "open");
+    return std::atoi(std::getenv("RANK")) == 1 ? 3 : 0;
+  };
+  const LaunchResult r = Launch(o);
+  ::close(held[0]);
+  ::close(held[1]);
+  EXPECT_EQ(r.exit_code, 3) << err.str();
+  EXPECT_EQ(r.failed_rank, 1);
+  EXPECT_EQ(out.str().find("argv executed"), std::string::npos) << out.str();
+  for (int rank : {0, 1, 2}) {
+    const std::string line = "[rank " + std::to_string(rank) + "] forked rank " + std::to_string(rank) +
+                             " of 3, set, close-on-exec descriptor closed\n";
+    EXPECT_NE(out.str().find(line), std::string::npos) << out.str();
+  }
+}
+
+// A thread does not survive fork: while the launcher runs another, its ranks are argv, executed.
+TEST(Launcher, ForkWaitsForASingleThreadedLauncher) {
+  std::atomic<bool> stop{false};
+  std::thread busy([&stop] {
+    while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  });
+  std::ostringstream out, err;
+  LaunchOptions o;
+  o.nproc = 2;
+  o.argv = {"/bin/sh", "-c", "echo exec"};
+  o.out = &out;
+  o.err = &err;
+  o.run_in_fork = [] {
+    std::printf("forked\n");
+    return 0;
+  };
+  const LaunchResult r = Launch(o);
+  stop = true;
+  busy.join();
+  EXPECT_EQ(r.exit_code, 0) << err.str();
+  EXPECT_NE(out.str().find("[rank 0] exec\n"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("[rank 1] exec\n"), std::string::npos) << out.str();
+  EXPECT_EQ(out.str().find("forked"), std::string::npos) << out.str();
 }
 
 // weft-run itself.
