@@ -480,8 +480,13 @@ class LocalSizes {
             const std::string& length = spelling_.Infix(size);
             if (length.empty() || out->count(length) || (derived != nullptr && derived->count(length))) continue;
             if (split_of_symbol.empty()) {
+              // The symbols of each split's own length, not of every length carried: a batch x
+              // frames carried for the guidance split (s47*s87) does not make the frames (s87), nor
+              // a text length summed with them, lengths that split cuts.
               for (const auto& [carried, edit] : *out) {
-                for (const std::string& s : SymbolsOf(carried)) split_of_symbol.emplace(s, edit);
+                const plan::ProgramEdit& split = edits_.edits[edit];
+                const std::string own = FullLength(split.value, split.dim);
+                for (const std::string& s : SymbolsOf(own.empty() ? carried : own)) split_of_symbol.emplace(s, edit);
               }
             }
             if (split_of_symbol.empty()) break;
