@@ -123,6 +123,7 @@ struct RunOptions {
   // --dump-graph [FILE]: print the model's weft.graph/1 instead of running it.
   bool dump_graph = false;
   std::string dump_graph_file;
+  std::string save_program;  // --save-program: copy the model's program here and run nothing
   std::string model_config;
   // --calibrate -o FILE [--quick]: a machine profile (executor/calibrate.h); its ranks run the
   // hidden --calibrate-collectives FILE.
@@ -405,6 +406,17 @@ int DumpGraph(const RunOptions& o) {
     return 0;
   }
   source::WriteFileOrThrow(o.dump_graph_file, text);
+  return 0;
+}
+
+// --save-program: the model's program (the program cache's entry, exported into it once) copied to
+// FILE; no ranks. What a check of a plan against a published config needs (tests/zoo), without
+// exporting the model again for every check.
+int SaveProgram(const RunOptions& o) {
+  std::error_code ec;
+  std::filesystem::copy_file(o.program, o.save_program, std::filesystem::copy_options::overwrite_existing, ec);
+  if (ec) throw std::runtime_error("--save-program " + o.save_program + ": cannot write it (" + ec.message() + ")");
+  std::cerr << "weft-run: wrote the program of " << o.model_name << " to " << o.save_program << "\n";
   return 0;
 }
 
@@ -743,6 +755,9 @@ int WeftRunMain(int argc, char** argv) {
                                   "Print the weft.graph/1 view of the model's program (at the workloads of its "
                                   "tools/model_configs entry) to stdout or FILE, and exit")
                        ->expected(0, 1);
+  app.add_option("--save-program", o.save_program,
+                 "Write the model's program (--model, --model-config or --model-dir; exported into the program cache "
+                 "once) to this file, and exit");
   app.add_option("--model-config", o.model_config,
                  "A model config in the tools/model_configs format (class, config, workloads) to export and run");
   app.add_flag("--check", o.check, "Compare with an unsharded run; non-zero exit above the tolerance");
@@ -836,6 +851,15 @@ int WeftRunMain(int argc, char** argv) {
       return exec::RunCollectiveCalibrationRank(c);
     }
     if (o.calibrate) return RunCalibrate(o, app);
+    if (!o.save_program.empty() && o.program_file_given) {
+      throw UsageError("--save-program writes the program of a model (--model, --model-config, --model-dir); --program " +
+                       o.program + " is one already");
+    }
+    if (!o.save_program.empty()) {  // refused now rather than after an export of minutes
+      if (const std::string why = UnwritableReason(o.save_program); !why.empty()) {
+        throw UsageError("--save-program " + o.save_program + ": cannot write it (" + why + ")");
+      }
+    }
     o.shard_weights = ShardWeights(o);  // once: the launcher's mesh and every rank's read it
     ResolveProgram(o);
     std::vector<std::string> args(argv, argv + argc);
@@ -848,7 +872,7 @@ int WeftRunMain(int argc, char** argv) {
     }
     std::vector<char*> arg_ptrs;
     for (std::string& a : args) arg_ptrs.push_back(a.data());
-    const int status = o.dump_graph ? DumpGraph(o) : dist::LaunchedAsRank() ? RunRank(o)
+    const int status = !o.save_program.empty() ? SaveProgram(o) : o.dump_graph ? DumpGraph(o) : dist::LaunchedAsRank() ? RunRank(o)
                                      : RunLauncher(o, static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
     // A report or graph on a full disk or a closed pipe shows only now: never exit 0 with it lost.
     if (const std::string failure = source::StdoutFailure(); !failure.empty()) {
