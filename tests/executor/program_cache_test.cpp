@@ -1,6 +1,8 @@
 // The program cache (executor/program_cache.h): one export per model, reused; a tampered entry
 // exported again, never run; two runs at once make one export; an unwritable cache falls back to a
-// temporary export; a failed export names the reason and leaves no entry.
+// temporary export; a failed export names the reason and leaves no entry. The first four run a
+// stand-in for the export tool (fake_export.sh: the tiny Flux fixture's program, after a second);
+// the failed export runs the real one.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,6 +30,12 @@ fs::path FreshCache(const std::string& name) {
   return dir;
 }
 
+// The export tool's stand-in, as the project's Python.
+void FakeExporter() {
+  ::setenv("WEFT_PYTHON", WEFT_FAKE_EXPORT, 1);
+  ::setenv("WEFT_FAKE_EXPORT_PROGRAMS", (std::string(WEFT_SOURCE_DIR) + "/tests/fixtures/programs/flux-tiny").c_str(), 1);
+}
+
 ProgramSource FluxTiny() {
   ProgramSource s;
   s.config_file = kConfigs + "/flux-tiny.json";
@@ -45,6 +53,7 @@ size_t Entries(const fs::path& dir, const std::string& suffix) {
 }
 
 TEST(ProgramCache, ExportsOnceThenReusesAndReExportsATamperedEntry) {
+  FakeExporter();
   const fs::path dir = FreshCache("reuse");
   const CachedProgram first = FindOrExportProgram(FluxTiny(), false);
   EXPECT_TRUE(first.exported);
@@ -75,6 +84,7 @@ TEST(ProgramCache, ExportsOnceThenReusesAndReExportsATamperedEntry) {
 }
 
 TEST(ProgramCache, TwoRunsAtOnceMakeOneExport) {
+  FakeExporter();
   const fs::path dir = FreshCache("concurrent");
   int exported = 0;
   pid_t children[2];
@@ -98,6 +108,7 @@ TEST(ProgramCache, TwoRunsAtOnceMakeOneExport) {
 }
 
 TEST(ProgramCache, AnUnwritableCacheExportsForThisRunOnly) {
+  FakeExporter();
   ::setenv("WEFT_PROGRAM_CACHE", "/dev/null/weft-programs", 1);  // under a file: never creatable
   ::testing::internal::CaptureStderr();
   const CachedProgram c = FindOrExportProgram(FluxTiny(), false);
@@ -110,6 +121,7 @@ TEST(ProgramCache, AnUnwritableCacheExportsForThisRunOnly) {
 }
 
 TEST(ProgramCache, AFailedExportNamesTheReasonAndLeavesNoEntry) {
+  ::unsetenv("WEFT_PYTHON");  // the real tool, which names the class diffusers lacks
   const fs::path dir = FreshCache("failed");
   const fs::path config = fs::path(::testing::TempDir()) / "program_cache_test_no_such_class.json";
   {
