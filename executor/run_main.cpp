@@ -458,10 +458,11 @@ int MaxLocalRanks() {
   return std::min(1024, 16 * cores);
 }
 
-// What one rank takes before any parameter: LibTorch, the runtime, the intra-op pool, Gloo and
-// the shared-memory segments (measured: ~235 MB proportional set size per rank of a tiny Flux
-// job on 4 ranks, 200 MB of it private).
-constexpr double kRankBaseBytes = 230e6;
+// What one rank takes before any parameter: its share of LibTorch, the runtime, the intra-op pool,
+// Gloo and the shared-memory segments (measured: ~40 MB proportional set size per rank of a tiny
+// Flux job on 4 ranks, 22 MB of it private; the ranks are the launcher forked, sharing the pages
+// of its LibTorch. Ranks started by exec took ~235 MB, 200 MB private, with the CUDA libraries).
+constexpr double kRankBaseBytes = 40e6;
 
 // A local mesh this machine cannot hold: more ranks than MaxLocalRanks, or more than its memory
 // holds even before parameters (hundreds of ranks would be spawned and swap or be killed minutes
