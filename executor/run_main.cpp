@@ -12,8 +12,8 @@
 //   weft-run --calibrate -o machine.json   (measures this machine for the cost model)
 //
 // Two modes: when RANK/WORLD_SIZE are set (torchrun, srun wrappers, or our own launcher) the
-// process joins the job as that rank; otherwise it is the launcher and re-executes itself
-// --nproc times with the rank environment.
+// process joins the job as that rank; otherwise it is the launcher and starts itself --nproc
+// times with the rank environment (forked: each rank runs this main again on that environment).
 #include <CLI/CLI.hpp>
 
 #include <unistd.h>

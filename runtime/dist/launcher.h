@@ -76,7 +76,7 @@ struct LaunchResult {
 LaunchResult Launch(const LaunchOptions& options);
 
 // Absolute path of the running program (/proc/self/exe), or `fallback` when it cannot be read.
-// The launcher re-executes it for every rank; weft-run finds its data relative to it.
+// The launcher executes it for every rank it does not fork; weft-run finds its data relative to it.
 std::string SelfExecutable(const std::string& fallback);
 
 }  // namespace weft::dist
