@@ -852,11 +852,12 @@ int WeftRunMain(int argc, char** argv) {
       return exec::RunCollectiveCalibrationRank(c);
     }
     if (o.calibrate) return RunCalibrate(o, app);
-    if (!o.save_program.empty() && o.program_file_given) {
-      throw UsageError("--save-program writes the program of a model (--model, --model-config, --model-dir); --program " +
-                       o.program + " is one already");
-    }
-    if (!o.save_program.empty()) {  // refused now rather than after an export of minutes
+    if (!o.save_program.empty()) {
+      if (o.program_file_given) {
+        throw UsageError("--save-program writes the program of a model (--model, --model-config, --model-dir); "
+                         "--program " + o.program + " is one already");
+      }
+      // Refused now rather than after an export of minutes.
       if (const std::string why = UnwritableReason(o.save_program); !why.empty()) {
         throw UsageError("--save-program " + o.save_program + ": cannot write it (" + why + ")");
       }

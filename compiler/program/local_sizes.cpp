@@ -110,7 +110,6 @@ class LocalSizes {
     return size == nullptr ? "" : spelling_.Infix(*size);
   }
 
-
   void Collect() {
     std::set<std::string> graph_inputs;
     for (const Argument& a : p_.inputs) {

@@ -196,7 +196,7 @@ TEST(Launcher, ForkedRanksRunTheEntryOnTheirEnvironment) {
 }
 
 // A thread does not survive fork: while the launcher runs another, its ranks are argv, executed.
-TEST(Launcher, ForkWaitsForASingleThreadedLauncher) {
+TEST(Launcher, ExecutesArgvWhileAnotherThreadRuns) {
   std::atomic<bool> stop{false};
   std::thread busy([&stop] {
     while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(5));
