@@ -249,7 +249,8 @@ def seeded_program_model(name, out_dir):
     return config, cls_name, cfg, workloads, pathlib.Path(out_dir) / "programs" / name, model
 
 
-BRANCH_FIXTURES = ["flux-tiny", "wan-tiny", "qwen-image-tiny", "hunyuanvideo-tiny"]
+BRANCH_FIXTURES = ["flux-tiny", "wan-tiny", "qwen-image-tiny", "hunyuanvideo-tiny", "ltx-video-tiny", "ltx-2-tiny",
+                   "chronoedit-tiny", "flux2-tiny", "helios-tiny"]
 
 
 def make_branch_fixture(name, out_dir):

@@ -375,11 +375,14 @@ class LocalSizes {
         repeats = &in.arg.sym_ints[0];
       }
     }
-    if (self.empty() || repeats == nullptr || !repeats->is_name || !ShardOf(n, self)->empty()) return NoLengths();
+    if (self.empty() || repeats == nullptr || !repeats->is_name) return NoLengths();
     auto value = p_.sym_int_values.find(repeats->name);
     if (value == p_.sym_int_values.end()) return NoLengths();
     auto split = all_lengths_.find(spelling_.Infix(value->second));
     if (split == all_lengths_.end()) return NoLengths();
+    // Rows split by another length (the batch of guidance branches, under cfg x ulysses) are
+    // repeated the same way: each rank's rows, each this rank's part of the count times.
+    if (ShardOf(n, self)->count(split->first) > 0) return NoLengths();
     // Only inside the split's reach: a split for the uses inside a module (around one attention)
     // leaves copies made elsewhere whole.
     const plan::ProgramEdit& origin = edits_.edits[split->second];

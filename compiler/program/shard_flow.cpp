@@ -877,7 +877,17 @@ class ShardFlow {
     }
     if (OneOf(t, {"repeat_interleave.self_int"})) {
       const std::optional<int64_t> dim = IntArg(n, "dim");
-      const std::optional<int64_t> repeats = IntArg(n, "repeats");
+      std::optional<int64_t> repeats = IntArg(n, "repeats");
+      // A count that is a size of some other dim (Latte repeats each sample's text once per frame,
+      // along the batch of branches) is the same on every rank: its hint sizes the blocks as
+      // every other size here is. A count that is a split's length is made local (local_sizes.h),
+      // and differs between ranks: refused below.
+      const Argument* count = Arg(n, "repeats");
+      if (!repeats && count != nullptr && count->kind == AK::kSymInt && !count->sym_ints.empty() &&
+          count->sym_ints[0].is_name && local_lengths_.count(count->sym_ints[0].name) == 0 &&
+          local_repeats_.count(n.name) == 0) {
+        repeats = HintArg(n, "repeats");
+      }
       if (dim && Norm(*dim, rank) == s.dim && repeats && *repeats > 0) {
         // Each element repeated in place: a rank's rows stay its own, each block `repeats` times
         // longer (HunyuanVideo's text mask per head, along the batch of branches; under tp, Krea 2's

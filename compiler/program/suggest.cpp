@@ -423,6 +423,7 @@ class Suggester {
       if (!batch_key_.empty() || !q->sizes[0].symbolic) {
       } else {
         batch_key_ = Key(q->sizes[0]);
+        batch_infix_ = spelling_.Infix(q->sizes[0]);
         batch_site_ = site.module;
       }
       if (joint_keys) {
@@ -1347,19 +1348,46 @@ class Suggester {
     }
     const std::vector<CallValues> root = ModuleCallValues(p_, "");
     if (root.empty()) return;
+    // The batch the first attention runs over, or -- where the forward folds another dim into it
+    // (Latte's tokens or frames: `batch * frames` rows) -- the factor of it that leads the
+    // forward's arguments and output.
+    std::vector<std::pair<std::string, std::string>> candidates = {{batch_key_, batch_key_}};  // key, as written
+    std::set<std::string> factors;  // the batch's symbols, spelled as the guards make them equal
+    try {
+      for (const std::string& symbol : Expr::Parse(batch_infix_).Symbols()) factors.insert(symbol);
+    } catch (const ExprError&) {
+    }
+    for (const auto& named : NamedTensors(root[0])) {
+      const TensorMeta* m = Meta(named.second);
+      if (m == nullptr || m->sizes.empty() || !m->sizes[0].symbolic) continue;
+      const std::string& spelled = spelling_.Infix(m->sizes[0]);
+      if (factors.count(spelled) > 0) candidates.emplace_back(Key(m->sizes[0]), spelled);
+    }
+    std::string key, why;
+    for (const auto& [candidate, written] : candidates) {
+      bool argument = false, output = false;
+      for (const auto& named : NamedTensors(root[0])) argument = argument || DimKey(named.second, 0) == candidate;
+      for (const std::string& o : root[0].outputs) output = output || (!o.empty() && DimKey(o, 0) == candidate);
+      if (!argument || !output) continue;
+      key = candidate;
+      why = "dim 0 is the batch (" + written + ")" +
+            (key == batch_key_ ? "" : ", folded into the " + batch_infix_ + " rows") + " that `" + batch_site_ +
+            "` attends over";
+      break;
+    }
     for (const auto& [name, value] : NamedTensors(root[0])) {
-      if (Rank(value) == 0 || DimKey(value, 0) != batch_key_) continue;
+      if (key.empty() || Rank(value) == 0 || DimKey(value, 0) != key) continue;
       SuggestedSplit s;
       s.module = "";
       s.argument = name;
       s.dim = 0;
       s.rank = Rank(value);
-      s.why = "dim 0 is the batch (" + batch_key_ + ") that `" + batch_site_ + "` attends over";
+      s.why = why;
       s_.cfg_splits.push_back(std::move(s));
     }
     for (size_t i = 0; i < root[0].outputs.size(); ++i) {
       const std::string& o = root[0].outputs[i];
-      if (o.empty() || Rank(o) == 0 || DimKey(o, 0) != batch_key_) continue;
+      if (key.empty() || o.empty() || Rank(o) == 0 || DimKey(o, 0) != key) continue;
       s_.cfg_gathers.push_back({"", static_cast<int64_t>(i), 0, Rank(o), "the forward's output " + std::to_string(i) +
                                                                               " holds the batch along dim 0"});
     }
@@ -1411,7 +1439,7 @@ class Suggester {
   std::vector<Site> linear_sites_;  // FindLinearAttention: for the islands only
   std::set<std::string> tokens_;
   std::map<std::string, std::set<std::string>> terms_;  // a joint length -> its streams
-  std::string batch_key_, batch_site_;
+  std::string batch_key_, batch_infix_, batch_site_;
   std::unordered_map<std::string, std::vector<Boundary>> boundaries_;
   std::unordered_map<std::string, std::vector<Reached>> reached_;
   std::vector<std::tuple<std::string, int64_t, size_t>> reach_order_;
