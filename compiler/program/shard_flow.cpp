@@ -826,6 +826,9 @@ class ShardFlow {
       }
       return SetLike(outs[0], ss->dim, *ss);
     }
+    if (OneOf(t, {"index_copy.default", "index_copy_.default", "index_put.default", "index_put_.default"})) {
+      return IndexWrite(n);
+    }
     if (OneOf(t, {"matmul.default", "bmm.default"})) return Matmul(n);
     if (OneOf(t, {"einsum.default"})) return Einsum(n);
     if (in.size() > 1 && !OneOf(t, {"cat.default", "concat.default", "concatenate.default", "stack.default", "scaled_dot_product_attention.default",
@@ -1042,6 +1045,53 @@ class ShardFlow {
     }
     if (ss->dim == k) Refuse(EditCheck::kTpReducesShardedDim, n, self, *ss, "it picks indices along the sharded dim");
     return SetLike(out, ss->dim < k ? ss->dim : ss->dim - 1 + Rank(idx), *ss);
+  }
+
+  // Writes at indices along other dims than the sharded one: `index_copy(self, d, index, source)`
+  // and `index_put(self, [None, .., idx, ..], values)` (MiniMax-H3 places each sample's text, video
+  // and audio rows into one sequence; Ideogram 4 writes RoPE channels per sample). Each rank's
+  // rows of self take its rows of the written values, so both must be sharded alike along a dim no
+  // index addresses -- for index_put, one before every index tensor -- and the indices whole: the
+  // output is sharded as self is. Values with no extent along the sharded dim (broadcast) are the
+  // same for every row.
+  void IndexWrite(const Node& n) {
+    const bool copy = OneOf(n.target, {"index_copy.default", "index_copy_.default"});
+    const std::string self = TensorArg(n, "self"), source = TensorArg(n, copy ? "source" : "values");
+    const std::string out = Outputs(n).empty() ? std::string() : Outputs(n)[0];
+    const Sharding* ss = Find(self);
+    const Sharding* sv = Find(source);
+    const std::string& first = ss != nullptr ? self : source;
+    const Sharding& s = ss != nullptr ? *ss : *sv;
+    std::vector<std::string> index_tensors;
+    int64_t first_indexed = Rank(self);  // the first dim an index addresses
+    if (copy) {
+      index_tensors.push_back(TensorArg(n, "index"));
+      first_indexed = Norm(IntArg(n, "dim").value_or(0), Rank(self));
+    } else if (const Argument* indices = Arg(n, "indices");
+               indices != nullptr && (indices->kind == AK::kOptionalTensors || indices->kind == AK::kTensors)) {
+      for (size_t i = 0; i < indices->names.size(); ++i) {
+        if (indices->names[i].empty()) continue;
+        index_tensors.push_back(indices->names[i]);
+        first_indexed = std::min(first_indexed, static_cast<int64_t>(i));
+      }
+    }
+    for (const std::string& idx : index_tensors) {
+      if (const Sharding* si = Find(idx)) Refuse(EditCheck::kTpReducesShardedDim, n, idx, *si, "it writes at sharded indices");
+    }
+    if (ss == nullptr) Refuse(EditCheck::kTpReducesShardedDim, n, source, *sv, "it writes a sharded tensor into a whole one");
+    if (ss->dim >= first_indexed) Refuse(EditCheck::kTpReducesShardedDim, n, self, *ss, "it writes at indices along the sharded dim");
+    if (sv == nullptr) {
+      // Whole values broadcast along the sharded dim (size 1 or no such dim, aligned from the
+      // right) are the same for every rank's rows; any other extent there is a whole tensor's.
+      const std::vector<int64_t> values = Sizes(source);
+      const int64_t aligned = ss->dim - (Rank(self) - static_cast<int64_t>(values.size()));
+      if (!source.empty() && aligned >= 0 && values[static_cast<size_t>(aligned)] != 1) {
+        Refuse(EditCheck::kTpUnsupportedOperator, n, first, s, "it writes a whole tensor into a sharded one");
+      }
+    } else if (Rank(source) != Rank(self) || !sv->SameLayout(*ss)) {
+      Refuse(EditCheck::kTpReducesShardedDim, n, source, *sv, "it writes values not sharded as the tensor written into");
+    }
+    return SetLike(out, ss->dim, *ss);
   }
 
   // A convolution over a context-parallel split of spatial dim `s.dim` (Sana's Mix-FFN: its tokens
