@@ -1060,8 +1060,6 @@ class ShardFlow {
     const std::string out = Outputs(n).empty() ? std::string() : Outputs(n)[0];
     const Sharding* ss = Find(self);
     const Sharding* sv = Find(source);
-    const std::string& first = ss != nullptr ? self : source;
-    const Sharding& s = ss != nullptr ? *ss : *sv;
     std::vector<std::string> index_tensors;
     int64_t first_indexed = Rank(self);  // the first dim an index addresses
     if (copy) {
@@ -1086,7 +1084,7 @@ class ShardFlow {
       const std::vector<int64_t> values = Sizes(source);
       const int64_t aligned = ss->dim - (Rank(self) - static_cast<int64_t>(values.size()));
       if (!source.empty() && aligned >= 0 && values[static_cast<size_t>(aligned)] != 1) {
-        Refuse(EditCheck::kTpUnsupportedOperator, n, first, s, "it writes a whole tensor into a sharded one");
+        Refuse(EditCheck::kTpUnsupportedOperator, n, self, *ss, "it writes a whole tensor into a sharded one");
       }
     } else if (Rank(source) != Rank(self) || !sv->SameLayout(*ss)) {
       Refuse(EditCheck::kTpReducesShardedDim, n, source, *sv, "it writes values not sharded as the tensor written into");
